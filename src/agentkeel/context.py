@@ -1,0 +1,26 @@
+"""RunContext: the typed object handed to tools, hooks and middleware during a run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentkeel.state import AgentState, InvocationState
+
+__all__ = ["RunContext"]
+
+
+@dataclass(slots=True, kw_only=True)
+class RunContext:
+    """Who is running and what they may share.
+
+    A tool receives it by declaring a parameter annotated `RunContext` (or `AgentState`,
+    or `InvocationState` for just that part). `step` advances as the run loop does.
+    """
+
+    context_id: str | None
+    """The conversation's context id (None for an agent used without one)."""
+    run_id: str
+    state: AgentState
+    invocation_state: InvocationState
+    agent_name: str
+    step: int = 0

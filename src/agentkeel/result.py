@@ -1,0 +1,135 @@
+"""What a run returns: AgentResult and its records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentkeel.interrupts import Interrupt
+from agentkeel.messages import JSONObject, JSONValue, Message
+
+__all__ = ["AgentResult", "ErrorInfo", "RunStatus", "ToolCallRecord", "ToolCallStatus", "Usage"]
+
+RunStatus = Literal["completed", "suspended", "failed", "cancelled"]
+ToolCallStatus = Literal["success", "error", "rejected", "cancelled", "pending"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Token counts reported by the model provider, summed over a run's model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def to_json(self) -> JSONObject:
+        """Encode for a run record."""
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRecord:
+    """One tool call of a run, with its input and output (server-side only)."""
+
+    id: str
+    name: str
+    input: JSONObject
+    output: JSONValue = None
+    status: ToolCallStatus = "success"
+    duration_ms: float = 0.0
+
+    @property
+    def ran(self) -> bool:
+        """Whether the tool actually executed (a rejected or pending call did not)."""
+        return self.status in ("success", "error")
+
+    def to_json(self) -> JSONObject:
+        """Encode for a run record or checkpoint."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "input": self.input,
+            "output": self.output,
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: JSONObject) -> ToolCallRecord:
+        """Decode from a run record or checkpoint."""
+        tool_input = data.get("input") or {}
+        status = data.get("status", "success")
+        duration = data.get("duration_ms", 0.0)
+        if not isinstance(tool_input, dict) or status not in (
+            "success",
+            "error",
+            "rejected",
+            "cancelled",
+            "pending",
+        ):
+            raise ValueError("malformed tool call record")
+        return cls(
+            id=str(data["id"]),
+            name=str(data["name"]),
+            input=tool_input,
+            output=data.get("output"),
+            status=status,
+            duration_ms=float(duration) if isinstance(duration, int | float) else 0.0,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorInfo:
+    """Why a run failed, in words safe to show a client."""
+
+    code: str
+    message: str
+
+    def to_json(self) -> JSONObject:
+        """Encode for the wire and run records."""
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentResult:
+    """The end of a run (or of the part of it before a suspension)."""
+
+    run_id: str
+    """The run's id; a resumed run keeps it."""
+    status: RunStatus
+    text: str = ""
+    """The final completion text of the run."""
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    """Every tool call of the run, in call order, with inputs and outputs."""
+    stop_reason: str = "end_turn"
+    usage: Usage = field(default_factory=Usage)
+    messages: tuple[Message, ...] = ()
+    """The messages this run added to the history (prompt included)."""
+    interrupts: tuple[Interrupt, ...] = ()
+    """Pending interrupts when `status` is ``suspended``; the first is `interrupt`."""
+    error: ErrorInfo | None = None
+    context_id: str | None = None
+    agent: str | None = None
+
+    @property
+    def interrupt(self) -> Interrupt | None:
+        """The interrupt a client should answer next, if the run is suspended."""
+        return self.interrupts[0] if self.interrupts else None
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the tools that ran, in call order (the wire's `toolCalls`)."""
+        return [record.name for record in self.tool_calls if record.ran]
+
+    def __str__(self) -> str:
+        return self.text
