@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, Union, cast
+from typing import Literal, TypeAlias, cast
+
+import pydantic
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -34,9 +36,8 @@ __all__ = [
     "open_tool_calls",
 ]
 
-JSONValue: TypeAlias = Union[
-    str, int, float, bool, None, list["JSONValue"], dict[str, "JSONValue"]
-]
+JSONValue: TypeAlias = pydantic.JsonValue
+"""Any JSON value. pydantic's alias, so that tool signatures using it validate too."""
 JSONObject: TypeAlias = dict[str, JSONValue]
 
 SCHEMA_VERSION = 1

@@ -1,0 +1,437 @@
+"""Agent: a model, its tools and its memory, run one turn at a time.
+
+The Agent holds its collaborators and its memory (history, AgentState, a suspended
+run) and delegates the run itself to `RunLoop`. It decides what a run commits:
+
+- a run's messages join the history when the run ends, with any tool call left open
+  (cancellation) closed by an error result, so the history is always valid;
+- a run that ends before the model answered at all (it failed or was cancelled on the
+  first model call) leaves the history as it was;
+- a suspended run keeps its messages in its checkpoint until it ends.
+
+With a SessionManager, all of this is saved before the result is returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+
+import anyio
+
+from agentkeel.context import RunContext
+from agentkeel.conversation import ConversationManager, KeepAllConversationManager
+from agentkeel.errors import (
+    ConfigurationError,
+    InterruptNotFoundError,
+    InterruptPendingError,
+    InvalidRequestError,
+    RunInProgressError,
+)
+from agentkeel.events import ErrorEvent, RunEvent, StatusEvent
+from agentkeel.hooks.events import AfterRunEvent, BeforeRunEvent
+from agentkeel.hooks.registry import HookProvider, HookRegistry
+from agentkeel.ids import new_run_id
+from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Interrupt, Reject
+from agentkeel.loop import LoopOutcome, RunLimits, RunLoop, close_step
+from agentkeel.messages import JSONValue, Message
+from agentkeel.middleware import AgentMiddleware
+from agentkeel.models.base import Model
+from agentkeel.result import AgentResult, ErrorInfo, RunStatus
+from agentkeel.run_state import RunState
+from agentkeel.session import SessionManager
+from agentkeel.state import AgentState, InvocationState
+from agentkeel.storage.base import RunRecord
+from agentkeel.tools.decorator import Tool
+
+__all__ = ["Agent", "StreamItem"]
+
+logger = logging.getLogger(__name__)
+
+StreamItem = RunEvent | AgentResult
+"""What `Agent.stream` yields: run events, then the AgentResult last."""
+EventHandler = Callable[[RunEvent], None]
+
+
+class Agent:
+    """An AI agent: call it with a prompt, get an AgentResult.
+
+    Args:
+        model: The model provider (see `agentkeel.models`).
+        tools: Tools the model may call (functions decorated with `@tool`).
+        system_prompt: Instructions sent with every model call.
+        name: The agent's name (logs, swarm members, the A2A card).
+        description: What the agent does, for clients listing agents.
+        hooks: Hook providers registered in order.
+        middleware: Agent middleware; the first is the outermost.
+        state: Initial AgentState (a mapping of JSON values, or an AgentState).
+        conversation_manager: What the model sees and what history is kept.
+        session_manager: Persists memory and suspended runs; can also be set later,
+            before the first run.
+        approve: Names of tools that suspend the run for a human approval.
+        limits: Step budget and default tool timeout.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        tools: Iterable[Tool] = (),
+        system_prompt: str | None = None,
+        name: str = "agent",
+        description: str = "",
+        hooks: Iterable[HookProvider] = (),
+        middleware: Sequence[AgentMiddleware] = (),
+        state: AgentState | Mapping[str, JSONValue] | None = None,
+        conversation_manager: ConversationManager | None = None,
+        session_manager: SessionManager | None = None,
+        approve: Iterable[str] = (),
+        limits: RunLimits | None = None,
+    ) -> None:
+        if not isinstance(model, Model):
+            raise ConfigurationError("model must implement agentkeel.models.Model")
+        self.model = model
+        self.tools: dict[str, Tool] = {}
+        for item in tools:
+            if not isinstance(item, Tool):
+                raise ConfigurationError(
+                    f"{item!r} is not a Tool; decorate the function with @tool"
+                )
+            if item.name in self.tools:
+                raise ConfigurationError(f"two tools are named {item.name!r}")
+            self.tools[item.name] = item
+        self.system_prompt = system_prompt
+        self.name = name
+        self.description = description
+        self.hooks = HookRegistry()
+        for provider in hooks:
+            self.hooks.add_provider(provider)
+        self.middleware = list(middleware)
+        self.state = state if isinstance(state, AgentState) else AgentState(state)
+        self.conversation_manager = conversation_manager or KeepAllConversationManager()
+        self.session_manager = session_manager
+        self.approve = frozenset(approve)
+        self.limits = limits or RunLimits()
+        self.messages: list[Message] = []
+        self._suspended: RunState | None = None
+        self._restored = False
+        self._lock = anyio.Lock()
+        self._scope: anyio.CancelScope | None = None
+
+    # -- public API ---------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run is in progress (the server's ``reject`` policy reads this)."""
+        return self._lock.locked()
+
+    @property
+    def context_id(self) -> str | None:
+        """The context id of the attached session, if any."""
+        return None if self.session_manager is None else self.session_manager.context_id
+
+    @property
+    def pending_interrupts(self) -> tuple[Interrupt, ...]:
+        """Interrupts waiting for a decision (call `restore` first after a restart)."""
+        if self._suspended is None:
+            return ()
+        return tuple(p.interrupt for p in self._suspended.pending)
+
+    async def restore(self) -> None:
+        """Load memory and any suspended run from the session (once; later calls do nothing)."""
+        if self._restored:
+            return
+        if self.session_manager is not None:
+            restored = await self.session_manager.restore()
+            self.messages = restored.messages
+            self.state.replace(restored.state)
+            self._suspended = restored.suspended
+        self._restored = True
+
+    def __call__(self, prompt: str | Message) -> AgentResult:
+        """Run one turn synchronously (outside an event loop)."""
+        return _run_sync(lambda: self.invoke_async(prompt))
+
+    async def invoke_async(
+        self,
+        prompt: str | Message,
+        *,
+        invocation_state: InvocationState | None = None,
+        on_event: EventHandler | None = None,
+    ) -> AgentResult:
+        """Run one turn; `on_event` receives every run event as it happens."""
+        return await self._execute(
+            prompt, None, invocation_state or InvocationState(), on_event or _ignore
+        )
+
+    def stream(
+        self, prompt: str | Message, *, invocation_state: InvocationState | None = None
+    ) -> AsyncIterator[StreamItem]:
+        """Run one turn, yielding its events and then the AgentResult."""
+        return self._stream(prompt, None, invocation_state)
+
+    def resume(self, interrupt_id: str, decision: Decision) -> AgentResult:
+        """Answer a pending interrupt synchronously and continue the suspended run."""
+        return _run_sync(lambda: self.resume_async(interrupt_id, decision))
+
+    async def resume_async(
+        self,
+        interrupt_id: str,
+        decision: Decision,
+        *,
+        invocation_state: InvocationState | None = None,
+        on_event: EventHandler | None = None,
+    ) -> AgentResult:
+        """Answer a pending interrupt and continue the same run (same run id)."""
+        return await self._execute(
+            None, (interrupt_id, decision), invocation_state or InvocationState(), on_event or _ignore
+        )
+
+    def resume_stream(
+        self,
+        interrupt_id: str,
+        decision: Decision,
+        *,
+        invocation_state: InvocationState | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """Streaming form of `resume_async`."""
+        return self._stream(None, (interrupt_id, decision), invocation_state)
+
+    def cancel(self) -> bool:
+        """Cancel the run in progress; it ends ``cancelled`` with a valid history.
+
+        Returns False when nothing was running.
+        """
+        if self._scope is None:
+            return False
+        self._scope.cancel()
+        return True
+
+    # -- the run ------------------------------------------------------------------------
+
+    async def _stream(
+        self,
+        prompt: str | Message | None,
+        resume: tuple[str, Decision] | None,
+        invocation_state: InvocationState | None,
+    ) -> AsyncIterator[StreamItem]:
+        send, receive = anyio.create_memory_object_stream[StreamItem](math.inf)
+
+        async def produce() -> None:
+            async with send:
+                result = await self._execute(
+                    prompt, resume, invocation_state or InvocationState(), send.send_nowait
+                )
+                send.send_nowait(result)
+
+        async with anyio.create_task_group() as group, receive:
+            group.start_soon(produce)
+            async for item in receive:
+                yield item
+
+    async def _execute(
+        self,
+        prompt: str | Message | None,
+        resume: tuple[str, Decision] | None,
+        invocation_state: InvocationState,
+        emit: EventHandler,
+    ) -> AgentResult:
+        async with self._lock:
+            await self.restore()
+            run = self._begin(prompt) if resume is None else self._apply_decision(*resume)
+            context = RunContext(
+                context_id=self.context_id,
+                run_id=run.run_id,
+                state=self.state,
+                invocation_state=invocation_state,
+                agent_name=self.name,
+                step=run.step,
+            )
+            emit(StatusEvent())
+            history_length = len(self.messages)
+            await self.hooks.invoke(
+                BeforeRunEvent(
+                    context=context,
+                    prompt=prompt if isinstance(prompt, str) else None,
+                    messages=self.messages,
+                    resumed=resume is not None,
+                )
+            )
+            cancelled_by_caller = False
+            outcome = LoopOutcome(status="failed")
+            try:
+                if resume is not None and isinstance(resume[1], CancelRun):
+                    outcome = LoopOutcome(status="completed")
+                    cancelled_by_caller = True
+                else:
+                    with anyio.CancelScope() as scope:
+                        self._scope = scope
+                        outcome = await self._loop(run, context, emit).run(run)
+                    cancelled_by_caller = scope.cancelled_caught
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await self._finish(run, "cancelled", LoopOutcome(status="failed"), history_length)
+                raise
+            finally:
+                self._scope = None
+            if cancelled_by_caller:
+                status: RunStatus = "cancelled"
+            else:
+                status = outcome.status
+            if outcome.error is not None and status == "failed":
+                emit(ErrorEvent(code=outcome.error.code, message=outcome.error.message))
+            result = await self._finish(run, status, outcome, history_length)
+            await self.hooks.invoke(AfterRunEvent(context=context, result=result))
+            return result
+
+    def _loop(self, run: RunState, context: RunContext, emit: EventHandler) -> RunLoop:
+        return RunLoop(
+            model=self.model,
+            tools=self.tools,
+            approve=self.approve,
+            system_prompt=self.system_prompt,
+            history=self.messages,
+            conversation_manager=self.conversation_manager,
+            hooks=self.hooks,
+            middleware=self.middleware,
+            limits=self.limits,
+            context=context,
+            emit=emit,
+        )
+
+    def _begin(self, prompt: str | Message | None) -> RunState:
+        if self._suspended is not None:
+            first = self._suspended.pending[0].interrupt
+            raise InterruptPendingError(
+                f"the conversation waits for a decision on interrupt {first.id}",
+                interrupt_id=first.id,
+            )
+        if isinstance(prompt, str):
+            message = Message.user(prompt)
+        elif isinstance(prompt, Message) and prompt.role == "user":
+            message = prompt
+        else:
+            raise InvalidRequestError("a prompt must be a string or a user Message")
+        return RunState(
+            run_id=new_run_id(), input=message.text, started_at=time.time(), messages=[message]
+        )
+
+    def _apply_decision(self, interrupt_id: str, decision: Decision) -> RunState:
+        """Validate a decision against the suspended run; nothing changes if it is refused."""
+        run = self._suspended
+        match = None if run is None else next(
+            (p for p in run.pending if p.interrupt.id == interrupt_id), None
+        )
+        if run is None or match is None:
+            raise InterruptNotFoundError(f"no pending interrupt has the id {interrupt_id!r}")
+        kind = match.interrupt.kind
+        if not isinstance(decision, CancelRun) and (
+            (kind == "approval" and not isinstance(decision, Approve | Reject))
+            or (kind == "input" and not isinstance(decision, InputAnswer))
+        ):
+            raise InvalidRequestError(
+                f"interrupt {interrupt_id} is an {kind} interrupt; "
+                f"{type(decision).__name__} does not answer it"
+            )
+        match.decision = decision
+        return run
+
+    async def _finish(
+        self, run: RunState, status: RunStatus, outcome: LoopOutcome, history_length: int
+    ) -> AgentResult:
+        """Commit the run to memory, save it, and build its result."""
+        answered = any(message.role == "assistant" for message in run.messages)
+        if status == "suspended":
+            self._suspended = run
+        else:
+            self._suspended = None
+            for pending in run.pending:
+                pending.decision = None
+            close_step(run, missing="cancelled before the tool finished")
+        commit = status != "suspended" and answered
+        new_messages = list(run.messages) if commit else []
+        rewrite = False
+        if commit:
+            self.messages.extend(new_messages)
+            trimmed = self.conversation_manager.trim(self.messages)
+            if trimmed is not None:
+                self.messages[:] = trimmed
+                rewrite = True
+        result = AgentResult(
+            run_id=run.run_id,
+            status=status,
+            text=outcome.text,
+            tool_calls=run.ordered_records(),
+            stop_reason=_stop_reason(status, run.stop_reason),
+            usage=run.usage,
+            messages=tuple(new_messages),
+            interrupts=tuple(p.interrupt for p in run.pending) if status == "suspended" else (),
+            error=outcome.error
+            if status == "failed"
+            else (ErrorInfo(code="cancelled", message="the run was cancelled") if status == "cancelled" else None),
+            context_id=self.context_id,
+            agent=self.name,
+        )
+        if self.session_manager is not None:
+            record = _record(run, result)
+            if status == "suspended":
+                await self.session_manager.save_suspended(record=record, run=run)
+            else:
+                await self.session_manager.save_finished(
+                    record=record,
+                    new_messages=new_messages,
+                    history=self.messages,
+                    state=self.state.to_dict() if self.state.dirty else None,
+                    rewrite=rewrite,
+                )
+                self.state.mark_saved()
+        del history_length
+        return result
+
+
+def _stop_reason(status: RunStatus, model_reason: str) -> str:
+    if status == "suspended":
+        return "interrupt"
+    if status == "cancelled":
+        return "cancelled"
+    if status == "failed":
+        return "error"
+    return model_reason
+
+
+def _record(run: RunState, result: AgentResult) -> RunRecord:
+    return RunRecord(
+        run_id=run.run_id,
+        status=result.status,
+        input=run.input,
+        started_at=run.started_at,
+        ended_at=None if result.status == "suspended" else time.time(),
+        text=result.text,
+        tool_calls=result.tool_calls,
+        usage=result.usage,
+        error=result.error,
+        interrupts=result.interrupts,
+        stop_reason=result.stop_reason,
+    )
+
+
+def _ignore(event: RunEvent) -> None:
+    del event
+
+
+def _run_sync(call: Callable[[], object]) -> AgentResult:
+    try:
+        anyio.get_current_task()
+    except RuntimeError:
+        pass
+    else:
+        raise RunInProgressError(
+            "a synchronous Agent call cannot run inside an event loop; "
+            "use await agent.invoke_async(...) or agent.resume_async(...)"
+        )
+    result = anyio.run(call)  # type: ignore[arg-type]
+    if not isinstance(result, AgentResult):
+        raise TypeError("internal error: a run did not return an AgentResult")
+    return result

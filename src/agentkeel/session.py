@@ -1,0 +1,153 @@
+"""SessionManager: when to restore and save an agent's memory; storage decides how.
+
+On the first run the manager restores the history, the AgentState and any suspended
+run; after every run it saves them before the run's result is returned (so before a
+server can send its ``done`` frame). A normal turn only appends; a conversation
+manager's trim rewrites the history atomically.
+
+Write order, chosen so that a crash between two writes is safe:
+
+- a finished run: run record, then the history append (messages + state), then the
+  checkpoint is deleted. A checkpoint whose run record is no longer ``suspended`` is
+  stale and is dropped on restore, so a finished run is never resumed twice.
+- a suspension: the new checkpoint, then the run record, then the older checkpoint is
+  deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentkeel.checkpoint.base import Checkpoint, Checkpointer
+from agentkeel.errors import CorruptSessionError
+from agentkeel.ids import new_checkpoint_id
+from agentkeel.messages import JSONObject, Message
+from agentkeel.run_state import RunState
+from agentkeel.storage.base import RunRecord, SessionKey, SessionStorage
+
+__all__ = ["RestoredSession", "SessionManager"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestoredSession:
+    """What a session held: history, state and the suspended run if there is one."""
+
+    messages: list[Message]
+    state: JSONObject
+    suspended: RunState | None
+
+
+class SessionManager:
+    """Persists one agent's memory under ``session_id = "<def-name>:<contextId>"``.
+
+    Args:
+        session_id: ``"<def-name>:<contextId>"``; the context id is validated (SPEC 2).
+        storage: Where history, state and run records go.
+        checkpointer: Where suspended runs wait; without one they live in memory only.
+        principal: The owner, when authentication is on; isolates equal context ids.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        storage: SessionStorage,
+        *,
+        checkpointer: Checkpointer | None = None,
+        principal: str | None = None,
+    ) -> None:
+        self.key = SessionKey.parse(session_id, principal=principal)
+        self.storage = storage
+        self.checkpointer = checkpointer
+        self._checkpoint_id: str | None = None
+
+    @property
+    def context_id(self) -> str:
+        """The context id (also the checkpoint thread id)."""
+        return self.key.context_id
+
+    async def restore(self) -> RestoredSession:
+        """Load the session; an unknown session restores as empty."""
+        snapshot = await self.storage.load(self.key)
+        suspended = await self._restore_checkpoint()
+        if snapshot is None:
+            return RestoredSession(messages=[], state={}, suspended=suspended)
+        return RestoredSession(
+            messages=snapshot.messages, state=snapshot.state, suspended=suspended
+        )
+
+    async def _restore_checkpoint(self) -> RunState | None:
+        if self.checkpointer is None:
+            return None
+        checkpoint = await self.checkpointer.latest(self.key)
+        if checkpoint is None:
+            return None
+        record = await self.storage.get_run(self.key, checkpoint.run_id)
+        if record is not None and record.status != "suspended":
+            logger.info(
+                "session=<%s>, run=<%s> | dropping the checkpoint of a run that already ended",
+                self.key.session_id,
+                checkpoint.run_id,
+            )
+            await self.checkpointer.delete(self.key, checkpoint.id)
+            return None
+        try:
+            state = RunState.from_json(checkpoint.payload)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptSessionError(
+                f"checkpoint {checkpoint.id} of session {self.key.session_id} is malformed: {exc}",
+                path=checkpoint.id,
+            ) from exc
+        self._checkpoint_id = checkpoint.id
+        return state
+
+    async def save_finished(
+        self,
+        *,
+        record: RunRecord,
+        new_messages: Sequence[Message],
+        history: Sequence[Message],
+        state: JSONObject | None,
+        rewrite: bool,
+    ) -> None:
+        """Save a run that ended: its record, the history and state, then drop its checkpoint.
+
+        `state` is None when the AgentState did not change. With `rewrite`, the whole
+        `history` replaces the stored one (a trim); otherwise `new_messages` are appended.
+        """
+        await self.storage.put_run(self.key, record)
+        if rewrite:
+            await self.storage.rewrite(self.key, history, state or {})
+        elif new_messages or state is not None:
+            await self.storage.append(self.key, new_messages, state)
+        await self._drop_checkpoint()
+
+    async def save_suspended(self, *, record: RunRecord, run: RunState) -> None:
+        """Save a suspended run so that a decision can resume it, also after a restart."""
+        if self.checkpointer is None:
+            await self.storage.put_run(self.key, record)
+            return
+        checkpoint = Checkpoint(
+            id=new_checkpoint_id(), run_id=run.run_id, created_at=time.time(), payload=run.to_json()
+        )
+        await self.checkpointer.put(self.key, checkpoint)
+        await self.storage.put_run(self.key, record)
+        previous, self._checkpoint_id = self._checkpoint_id, checkpoint.id
+        if previous is not None and previous != checkpoint.id:
+            await self.checkpointer.delete(self.key, previous)
+
+    async def _drop_checkpoint(self) -> None:
+        if self.checkpointer is not None and self._checkpoint_id is not None:
+            await self.checkpointer.delete(self.key, self._checkpoint_id)
+        self._checkpoint_id = None
+
+    async def delete(self) -> None:
+        """Forget the whole session: history, state, runs and checkpoints."""
+        if self.checkpointer is not None:
+            await self.checkpointer.delete_thread(self.key)
+        await self.storage.delete(self.key)
+        self._checkpoint_id = None
