@@ -186,7 +186,10 @@ class Agent:
     ) -> AgentResult:
         """Answer a pending interrupt and continue the same run (same run id)."""
         return await self._execute(
-            None, (interrupt_id, decision), invocation_state or InvocationState(), on_event or _ignore
+            None,
+            (interrupt_id, decision),
+            invocation_state or InvocationState(),
+            on_event or _ignore,
         )
 
     def resume_stream(
@@ -272,7 +275,9 @@ class Agent:
                     cancelled_by_caller = scope.cancelled_caught
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
-                    await self._finish(run, "cancelled", LoopOutcome(status="failed"), history_length)
+                    await self._finish(
+                        run, "cancelled", LoopOutcome(status="failed"), history_length
+                    )
                 raise
             finally:
                 self._scope = None
@@ -321,8 +326,10 @@ class Agent:
     def _apply_decision(self, interrupt_id: str, decision: Decision) -> RunState:
         """Validate a decision against the suspended run; nothing changes if it is refused."""
         run = self._suspended
-        match = None if run is None else next(
-            (p for p in run.pending if p.interrupt.id == interrupt_id), None
+        match = (
+            None
+            if run is None
+            else next((p for p in run.pending if p.interrupt.id == interrupt_id), None)
         )
         if run is None or match is None:
             raise InterruptNotFoundError(f"no pending interrupt has the id {interrupt_id!r}")
@@ -370,7 +377,11 @@ class Agent:
             interrupts=tuple(p.interrupt for p in run.pending) if status == "suspended" else (),
             error=outcome.error
             if status == "failed"
-            else (ErrorInfo(code="cancelled", message="the run was cancelled") if status == "cancelled" else None),
+            else (
+                ErrorInfo(code="cancelled", message="the run was cancelled")
+                if status == "cancelled"
+                else None
+            ),
             context_id=self.context_id,
             agent=self.name,
         )
@@ -431,7 +442,7 @@ def _run_sync(call: Callable[[], object]) -> AgentResult:
             "a synchronous Agent call cannot run inside an event loop; "
             "use await agent.invoke_async(...) or agent.resume_async(...)"
         )
-    result = anyio.run(call)  # type: ignore[arg-type]
+    result: object = anyio.run(call)  # type: ignore[arg-type]
     if not isinstance(result, AgentResult):
         raise TypeError("internal error: a run did not return an AgentResult")
     return result

@@ -59,9 +59,13 @@ class Interrupt:
     @classmethod
     def from_json(cls, data: JSONObject) -> Interrupt:
         """Decode from a checkpoint."""
-        kind = data["kind"]
-        if kind not in ("approval", "input"):
-            raise ValueError(f"unknown interrupt kind {kind!r}")
+        kind: InterruptKind
+        if data["kind"] == "approval":
+            kind = "approval"
+        elif data["kind"] == "input":
+            kind = "input"
+        else:
+            raise ValueError(f"unknown interrupt kind {data['kind']!r}")
         prompt = data.get("prompt")
         tool_input = data.get("tool_input") or {}
         if not isinstance(tool_input, dict):
@@ -127,7 +131,7 @@ def decision_from_json(kind: InterruptKind, data: JSONValue) -> Decision:
     return Reject(reason or "rejected by the user")
 
 
-class InterruptRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
+class InterruptRequested(Exception):
     """Raised by `interrupt()` to suspend the current tool call; caught by the executor."""
 
     def __init__(self, prompt: str) -> None:

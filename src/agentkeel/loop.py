@@ -48,6 +48,7 @@ from agentkeel.interrupts import (
 )
 from agentkeel.messages import (
     JSONObject,
+    JSONValue,
     Message,
     Part,
     TextPart,
@@ -63,7 +64,6 @@ from agentkeel.models.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
-    ToolSpec,
 )
 from agentkeel.result import ErrorInfo, ToolCallRecord
 from agentkeel.run_state import PendingCall, RunState
@@ -167,6 +167,12 @@ class RunLoop:
                 self._close_step(state)
         except AgentkeelError as exc:
             return LoopOutcome(status="failed", error=ErrorInfo(code=exc.code, message=exc.message))
+        except Exception:
+            logger.exception("run=<%s> | the run failed unexpectedly", state.run_id)
+            return LoopOutcome(
+                status="failed",
+                error=ErrorInfo(code="internal_error", message="the run failed unexpectedly"),
+            )
 
     # -- model ------------------------------------------------------------------------
 
@@ -221,7 +227,11 @@ class RunLoop:
                 elif isinstance(chunk, ToolCallDelta):
                     call_id, name, fragments = assembly.calls.get(chunk.index, (None, None, []))
                     fragments.append(chunk.arguments)
-                    assembly.calls[chunk.index] = (call_id or chunk.id, name or chunk.name, fragments)
+                    assembly.calls[chunk.index] = (
+                        call_id or chunk.id,
+                        name or chunk.name,
+                        fragments,
+                    )
                 else:
                     assembly.finish = chunk
         except ModelError:
@@ -313,7 +323,9 @@ class RunLoop:
                 )
             )
             return
-        self._finish_call(state, call, outcome, "success" if outcome.status == "success" else "error", started)
+        self._finish_call(
+            state, call, outcome, "success" if outcome.status == "success" else "error", started
+        )
 
     def _finish_call(
         self,
@@ -335,10 +347,12 @@ class RunLoop:
         )
         if status in ("success", "error"):
             self._emit(
-                ToolResultEvent(id=call.id, name=call.name, status=outcome.status, agent=self._label)
+                ToolResultEvent(
+                    id=call.id, name=call.name, status=outcome.status, agent=self._label
+                )
             )
 
-    async def _execute(self, call: ToolCallPart, answers: list[object]) -> ToolOutcome:
+    async def _execute(self, call: ToolCallPart, answers: list[JSONValue]) -> ToolOutcome:
         """Hooks around the middleware chain around the tool; errors become outcomes."""
         if call.id in self._invalid_arguments:
             return ToolOutcome(content=self._invalid_arguments[call.id], status="error")
@@ -346,7 +360,10 @@ class RunLoop:
         if self._hooks.has_callbacks(BeforeToolCallEvent):
             before = await self._hooks.invoke(
                 BeforeToolCallEvent(
-                    context=self._context, call_id=call.id, tool_name=call.name, tool_input=tool_input
+                    context=self._context,
+                    call_id=call.id,
+                    tool_name=call.name,
+                    tool_input=tool_input,
                 )
             )
             if before.cancel is not None:
@@ -372,7 +389,7 @@ class RunLoop:
             outcome = ToolOutcome(content=after.output, status=outcome.status)
         return outcome
 
-    async def _invoke_tool(self, call: ToolCallPart, answers: list[object]) -> ToolOutcome:
+    async def _invoke_tool(self, call: ToolCallPart, answers: list[JSONValue]) -> ToolOutcome:
         tool = self._tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
@@ -380,7 +397,7 @@ class RunLoop:
                 content=f"unknown tool {call.name!r}; available tools: {known}", status="error"
             )
         timeout = tool.timeout if tool.timeout is not None else self._limits.tool_timeout
-        token = enter_interrupt_scope(list(answers))  # type: ignore[arg-type]
+        token = enter_interrupt_scope(list(answers))
         try:
             with anyio.fail_after(timeout):
                 content = await tool.invoke(call.input, self._context)
@@ -395,7 +412,10 @@ class RunLoop:
             )
         except Exception as exc:
             logger.warning(
-                "tool=<%s>, call=<%s> | tool raised %s", call.name, call.id, type(exc).__name__,
+                "tool=<%s>, call=<%s> | tool raised %s",
+                call.name,
+                call.id,
+                type(exc).__name__,
                 exc_info=True,
             )
             return ToolOutcome(content=f"{type(exc).__name__}: {exc}", status="error")

@@ -228,9 +228,4 @@ def loads_message(line: str | bytes) -> Message:
 def open_tool_calls(messages: Sequence[Message]) -> list[ToolCallPart]:
     """Tool calls in `messages` that have no result yet, in call order."""
     answered = {result.call_id for message in messages for result in message.tool_results}
-    return [
-        call
-        for message in messages
-        for call in message.tool_calls
-        if call.id not in answered
-    ]
+    return [call for message in messages for call in message.tool_calls if call.id not in answered]

@@ -8,10 +8,32 @@ from typing import Literal
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import JSONObject, JSONValue, Message
 
-__all__ = ["AgentResult", "ErrorInfo", "RunStatus", "ToolCallRecord", "ToolCallStatus", "Usage"]
+__all__ = [
+    "RUN_STATUSES",
+    "AgentResult",
+    "ErrorInfo",
+    "RunStatus",
+    "ToolCallRecord",
+    "ToolCallStatus",
+    "Usage",
+]
 
 RunStatus = Literal["completed", "suspended", "failed", "cancelled"]
 ToolCallStatus = Literal["success", "error", "rejected", "cancelled", "pending"]
+RUN_STATUSES: dict[str, RunStatus] = {
+    "completed": "completed",
+    "suspended": "suspended",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+"""Decode a stored run status into the Literal type (None for an unknown one)."""
+_TOOL_CALL_STATUSES: dict[str, ToolCallStatus] = {
+    "success": "success",
+    "error": "error",
+    "rejected": "rejected",
+    "cancelled": "cancelled",
+    "pending": "pending",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,15 +90,9 @@ class ToolCallRecord:
     def from_json(cls, data: JSONObject) -> ToolCallRecord:
         """Decode from a run record or checkpoint."""
         tool_input = data.get("input") or {}
-        status = data.get("status", "success")
+        status = _TOOL_CALL_STATUSES.get(str(data.get("status", "success")))
         duration = data.get("duration_ms", 0.0)
-        if not isinstance(tool_input, dict) or status not in (
-            "success",
-            "error",
-            "rejected",
-            "cancelled",
-            "pending",
-        ):
+        if not isinstance(tool_input, dict) or status is None:
             raise ValueError("malformed tool call record")
         return cls(
             id=str(data["id"]),

@@ -100,9 +100,7 @@ class RunState:
             "messages": [message_to_json(m) for m in self.messages],
             "records": [record.to_json() for record in self.records.values()],
             "usage": self.usage.to_json(),
-            "step_calls": [
-                {"id": c.id, "name": c.name, "input": c.input} for c in self.step_calls
-            ],
+            "step_calls": [{"id": c.id, "name": c.name, "input": c.input} for c in self.step_calls],
             "step_outcomes": {
                 call_id: {"content": o.content, "status": o.status}
                 for call_id, o in self.step_outcomes.items()

@@ -113,9 +113,7 @@ class ScriptedModel:
             )
             half = len(arguments) // 2
             chunks.append(
-                ToolCallDelta(
-                    index=index, id=call.id, name=call.name, arguments=arguments[:half]
-                )
+                ToolCallDelta(index=index, id=call.id, name=call.name, arguments=arguments[:half])
             )
             chunks.append(ToolCallDelta(index=index, arguments=arguments[half:]))
         stop = "tool_use" if turn.tool_calls else "end_turn"

@@ -17,7 +17,7 @@ from agentkeel.errors import StorageError
 from agentkeel.ids import validate_context_id, validate_definition_name
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import SCHEMA_VERSION, JSONObject, JSONValue, Message
-from agentkeel.result import ErrorInfo, RunStatus, ToolCallRecord, Usage
+from agentkeel.result import RUN_STATUSES, ErrorInfo, RunStatus, ToolCallRecord, Usage
 
 __all__ = [
     "RunRecord",
@@ -55,9 +55,7 @@ class SessionKey:
         """Split a ``"<def-name>:<contextId>"`` session id."""
         definition, sep, context_id = session_id.partition(":")
         if not sep:
-            raise StorageError(
-                f"session id {session_id!r} must look like '<def-name>:<contextId>'"
-            )
+            raise StorageError(f"session id {session_id!r} must look like '<def-name>:<contextId>'")
         return cls(definition=definition, context_id=context_id, principal=principal)
 
 
@@ -123,9 +121,9 @@ class RunRecord:
     @classmethod
     def from_json(cls, data: JSONObject) -> RunRecord:
         """Decode a run record; raises ValueError (or KeyError/TypeError) when malformed."""
-        status = data["status"]
-        if status not in ("completed", "suspended", "failed", "cancelled"):
-            raise ValueError(f"unknown run status {status!r}")
+        status = RUN_STATUSES.get(str(data["status"]))
+        if status is None:
+            raise ValueError(f"unknown run status {data['status']!r}")
         usage = data.get("usage") or {}
         error = data.get("error")
         tool_calls = data.get("tool_calls") or []

@@ -33,6 +33,7 @@ def write_state(key: str, value: JSONValue, state: AgentState) -> str:
     Args:
         key: The name to store the value under.
         value: Any JSON value.
+        state: The agent's state (injected, never shown to the model).
     """
     state.set(key, value)
     return f"stored {key}"
@@ -44,5 +45,6 @@ def read_state(key: str, state: AgentState) -> JSONValue:
 
     Args:
         key: The name the value was stored under.
+        state: The agent's state (injected, never shown to the model).
     """
     return state.get(key)

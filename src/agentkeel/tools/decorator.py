@@ -151,7 +151,7 @@ def _build(
             annotation,
             pydantic.Field(default, description=arg_docs.get(parameter.name)),
         )
-    validator = pydantic.create_model(  # type: ignore[call-overload]
+    validator = pydantic.create_model(
         f"{tool_name}_input",
         __config__=pydantic.ConfigDict(extra="forbid"),
         **fields,
