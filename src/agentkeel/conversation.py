@@ -15,8 +15,12 @@ __all__ = ["ConversationManager", "KeepAllConversationManager", "SlidingWindowCo
 class ConversationManager(Protocol):
     """Chooses the messages a model call sees, and trims the stored history after a run."""
 
-    def select(self, messages: Sequence[Message]) -> Sequence[Message]:
-        """The messages to send to the model (a suffix of `messages`)."""
+    def select(self, history: Sequence[Message], run: Sequence[Message]) -> tuple[Message, ...]:
+        """The messages to send to the model: a suffix of `history` followed by `run`.
+
+        The two parts come separately so that a manager sending a window never has to
+        copy the whole history first.
+        """
         ...
 
     def trim(self, messages: Sequence[Message]) -> list[Message] | None:
@@ -27,9 +31,9 @@ class ConversationManager(Protocol):
 class KeepAllConversationManager:
     """The default: the model sees everything and nothing is trimmed."""
 
-    def select(self, messages: Sequence[Message]) -> Sequence[Message]:
+    def select(self, history: Sequence[Message], run: Sequence[Message]) -> tuple[Message, ...]:
         """Everything."""
-        return messages
+        return (*history, *run)
 
     def trim(self, messages: Sequence[Message]) -> list[Message] | None:
         """Nothing."""
@@ -49,28 +53,34 @@ class SlidingWindowConversationManager:
             raise ConfigurationError("window_size must be at least 1")
         self.window_size = window_size
 
-    def _start(self, messages: Sequence[Message]) -> int:
-        if len(messages) <= self.window_size:
+    def _start(self, history: Sequence[Message], run: Sequence[Message] = ()) -> int:
+        """Where the window starts, as an index into history + run (never copied)."""
+        split = len(history)
+        total = split + len(run)
+        if total <= self.window_size:
             return 0
-        first = len(messages) - self.window_size
-        for index in range(first, len(messages)):
-            if _is_turn_start(messages[index]):
+
+        def starts_turn(index: int) -> bool:
+            message = history[index] if index < split else run[index - split]
+            return message.role == "user" and not message.tool_results
+
+        first = total - self.window_size
+        for index in range(first, total):
+            if starts_turn(index):
                 return index
         for index in range(first - 1, -1, -1):
-            if _is_turn_start(messages[index]):
+            if starts_turn(index):
                 return index
         return 0
 
-    def select(self, messages: Sequence[Message]) -> Sequence[Message]:
-        """The last window of `messages`, starting at a clean turn boundary."""
-        start = self._start(messages)
-        return messages if start == 0 else messages[start:]
+    def select(self, history: Sequence[Message], run: Sequence[Message]) -> tuple[Message, ...]:
+        """The last window of history + run, starting at a clean turn boundary."""
+        start = self._start(history, run)
+        if start >= len(history):
+            return tuple(run[start - len(history) :])
+        return (*history[start:], *run)
 
     def trim(self, messages: Sequence[Message]) -> list[Message] | None:
         """The same window, kept as the new history."""
         start = self._start(messages)
         return None if start == 0 else list(messages[start:])
-
-
-def _is_turn_start(message: Message) -> bool:
-    return message.role == "user" and not message.tool_results

@@ -177,9 +177,9 @@ class RunLoop:
     # -- model ------------------------------------------------------------------------
 
     async def _call_model(self, state: RunState) -> Message:
-        visible = self._conversation.select([*self._history, *state.messages])
+        visible = self._conversation.select(self._history, state.messages)
         request = ModelRequest(
-            messages=tuple(visible), system_prompt=self._system_prompt, tools=self._specs
+            messages=visible, system_prompt=self._system_prompt, tools=self._specs
         )
         for layer in self._middleware:
             request = await layer.before_model(self._context, request)

@@ -54,7 +54,8 @@ def turn_with_tool(index: int) -> list[Message]:
 def test_sliding_window_never_starts_with_an_orphan_tool_result(window: int) -> None:
     history = [m for i in range(5) for m in turn_with_tool(i)]
     manager = SlidingWindowConversationManager(window_size=window)
-    selected = list(manager.select(history))
+    selected = list(manager.select(history[:-3], history[-3:]))
+    assert selected == list(manager.select(history, []))
     assert selected and selected[0].role == "user" and not selected[0].tool_results
     assert selected == history[-len(selected) :]
     call_ids = {c.id for m in selected for c in m.tool_calls}
