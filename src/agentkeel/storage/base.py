@@ -20,6 +20,7 @@ from agentkeel.messages import SCHEMA_VERSION, JSONObject, JSONValue, Message
 from agentkeel.result import RUN_STATUSES, ErrorInfo, RunStatus, ToolCallRecord, Usage
 
 __all__ = [
+    "RunEventStorage",
     "RunRecord",
     "SessionKey",
     "SessionMetadata",
@@ -203,4 +204,24 @@ class SessionStorage(Protocol):
 
     async def list_runs(self, key: SessionKey) -> list[RunRecord]:
         """Every run record of the session, oldest first."""
+        ...
+
+
+@runtime_checkable
+class RunEventStorage(Protocol):
+    """Optional capability: keep a run's stream frames so a client can reconnect later.
+
+    A backend that has it keeps them beside the run record; the server checks it with
+    `isinstance` and, without it, retains events in memory only. Each frame is the JSON
+    object the server sends as one SSE ``data:`` line, plus its ``id``.
+    """
+
+    async def put_events(
+        self, key: SessionKey, run_id: str, frames: Sequence[JSONObject]
+    ) -> None:
+        """Replace the retained frames of one run (atomically)."""
+        ...
+
+    async def get_events(self, key: SessionKey, run_id: str) -> list[JSONObject] | None:
+        """The retained frames of one run, or None when none are kept."""
         ...
