@@ -1,0 +1,77 @@
+"""Conventions the codebase keeps: one curated public surface, documented, small modules."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import agentkeel
+from agentkeel import events
+
+SRC = Path(agentkeel.__file__).resolve().parent
+MODULE_LINE_LIMIT = 600
+SPEC_EVENT_TYPES = {
+    "status",
+    "step",
+    "token",
+    "thinking",
+    "tool_call",
+    "tool_result",
+    "interrupt",
+    "error",
+}
+
+
+def test_public_api_is_sorted_complete_and_documented() -> None:
+    exported = agentkeel.__all__
+    assert exported == sorted(exported, key=str)
+    assert len(set(exported)) == len(exported)
+    for name in exported:
+        value = getattr(agentkeel, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert inspect.getdoc(value), f"agentkeel.{name} has no docstring"
+    public = {name for name in vars(agentkeel) if not name.startswith("_")}
+    modules = {name for name in public if inspect.ismodule(getattr(agentkeel, name))}
+    assert public - modules == set(exported)
+
+
+def test_spec_names_are_exported() -> None:
+    for name in ["Agent", "AgentState", "AgentResult", "tool", "SessionManager"]:
+        assert name in agentkeel.__all__
+
+
+def test_event_classes_match_the_spec_table() -> None:
+    types = set()
+    for name in events.__all__:
+        cls = getattr(events, name)
+        if inspect.isclass(cls):
+            types.add(cls.__dataclass_fields__["type"].default)
+    assert types == SPEC_EVENT_TYPES
+
+
+def test_no_module_is_over_the_size_limit() -> None:
+    for path in SRC.rglob("*.py"):
+        lines = path.read_text(encoding="utf-8").count("\n")
+        assert lines <= MODULE_LINE_LIMIT, f"{path.relative_to(SRC)} has {lines} lines"
+
+
+def test_only_the_fs_module_opens_files_for_writing() -> None:
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if path.name == "_fs.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "open":
+                modes = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant)]
+                modes += [
+                    k.value.value
+                    for k in node.keywords
+                    if k.arg == "mode" and isinstance(k.value, ast.Constant)
+                ]
+                if any(isinstance(m, str) and set(m) & set("wax+") for m in modes):
+                    offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
+            if isinstance(node, ast.Attribute) and node.attr in ("write_text", "write_bytes"):
+                offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert offenders == []
