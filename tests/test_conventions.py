@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -45,8 +46,9 @@ def test_event_classes_match_the_spec_table() -> None:
     types = set()
     for name in events.__all__:
         cls = getattr(events, name)
-        if inspect.isclass(cls):
-            types.add(cls.__dataclass_fields__["type"].default)
+        if inspect.isclass(cls) and dataclasses.is_dataclass(cls):
+            fields = {field.name: field for field in dataclasses.fields(cls)}
+            types.add(fields["type"].default)
     assert types == SPEC_EVENT_TYPES
 
 

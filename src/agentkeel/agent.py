@@ -253,7 +253,6 @@ class Agent:
                 step=run.step,
             )
             emit(StatusEvent())
-            history_length = len(self.messages)
             await self.hooks.invoke(
                 BeforeRunEvent(
                     context=context,
@@ -275,9 +274,7 @@ class Agent:
                     cancelled_by_caller = scope.cancelled_caught
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
-                    await self._finish(
-                        run, "cancelled", LoopOutcome(status="failed"), history_length
-                    )
+                    await self._finish(run, "cancelled", LoopOutcome(status="failed"))
                 raise
             finally:
                 self._scope = None
@@ -287,7 +284,7 @@ class Agent:
                 status = outcome.status
             if outcome.error is not None and status == "failed":
                 emit(ErrorEvent(code=outcome.error.code, message=outcome.error.message))
-            result = await self._finish(run, status, outcome, history_length)
+            result = await self._finish(run, status, outcome)
             await self.hooks.invoke(AfterRunEvent(context=context, result=result))
             return result
 
@@ -345,9 +342,7 @@ class Agent:
         match.decision = decision
         return run
 
-    async def _finish(
-        self, run: RunState, status: RunStatus, outcome: LoopOutcome, history_length: int
-    ) -> AgentResult:
+    async def _finish(self, run: RunState, status: RunStatus, outcome: LoopOutcome) -> AgentResult:
         """Commit the run to memory, save it, and build its result."""
         answered = any(message.role == "assistant" for message in run.messages)
         if status == "suspended":
@@ -398,7 +393,6 @@ class Agent:
                     rewrite=rewrite,
                 )
                 self.state.mark_saved()
-        del history_length
         return result
 
 

@@ -1,0 +1,270 @@
+"""The ``agentkeel`` command: wiring only, one function per subcommand.
+
+Each subcommand has an ``_add_<name>`` function that declares its arguments on the
+shared parser and sets ``handler`` to the function that runs it (``args -> exit code``),
+so adding ``serve`` or ``chat`` means adding one pair of functions and one line in
+`build_parser`. An AgentkeelError ends the command with a one-line message on stderr
+and exit code 1, never a stack trace.
+
+Subcommands:
+
+- ``demo``: talk to the offline demo agent in the terminal (no API key needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import TextIO
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from agentkeel.agent import Agent, StreamItem
+from agentkeel.errors import AgentkeelError
+from agentkeel.events import (
+    ErrorEvent,
+    ThinkingEvent,
+    TokenEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Interrupt, Reject
+from agentkeel.result import AgentResult
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+DEMO_EXAMPLES = (
+    "What time is it?",
+    "What time is it in Europe/Oslo?",
+    "Remember that my favourite colour is blue",
+    "What is my favourite colour?",
+    "Delete notes.txt",
+    "What should I name my dog?",
+)
+"""The prompts the demo banner suggests (the demo model understands each of them)."""
+
+_EXIT_WORDS = frozenset({"exit", "quit"})
+_DIM, _RESET = "\033[2m", "\033[0m"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand; each subcommand registers itself here."""
+    parser = argparse.ArgumentParser(
+        prog="agentkeel",
+        description="Serve AI agents to web and API clients.",
+    )
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_demo(subcommands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``agentkeel`` command line and return its exit code.
+
+    Args:
+        argv: The arguments after the program name; None reads `sys.argv`.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except AgentkeelError as exc:
+        print(f"agentkeel: error: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+# -- demo -------------------------------------------------------------------------------
+
+
+def _add_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = subcommands.add_parser(
+        "demo",
+        help="talk to the offline demo agent (no API key needed)",
+        description="An interactive terminal chat with the offline, deterministic demo "
+        "agent: streaming, thinking, tool calls, approvals and questions.",
+    )
+    demo.add_argument(
+        "--delay",
+        type=float,
+        default=0.01,
+        metavar="SECONDS",
+        help="pause between streamed tokens (default: %(default)s; 0 for none)",
+    )
+    demo.set_defaults(handler=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from agentkeel.tools.demo import demo_agent  # only this subcommand needs the demo
+
+    agent = demo_agent(token_delay=args.delay)
+    terminal = _Terminal(sys.stdin, sys.stdout)
+    terminal.banner()
+    anyio.run(_demo_session, agent, terminal)
+    return 0
+
+
+async def _demo_session(agent: Agent, terminal: _Terminal) -> None:
+    while True:
+        line = await terminal.ask("you> ")
+        if line is None or line.strip().lower() in _EXIT_WORDS:
+            terminal.write("bye\n")
+            return
+        if not line.strip():
+            continue
+        result = await terminal.show(agent.stream(line))
+        while result.status == "suspended" and result.interrupt is not None:
+            pending = result.interrupt
+            decision = await _decide(terminal, pending)
+            if isinstance(decision, Reject):
+                terminal.write(f"  x {pending.tool}: rejected, not run\n")
+            result = await terminal.show(agent.resume_stream(pending.id, decision))
+            if isinstance(decision, CancelRun):
+                terminal.write("bye\n")
+                return
+
+
+async def _decide(terminal: _Terminal, pending: Interrupt) -> Decision:
+    """Ask the person for the decision `pending` needs; end of input cancels the run."""
+    if pending.kind == "input":
+        answer = await terminal.ask(f"{pending.prompt or 'Your answer:'} ")
+        return CancelRun() if answer is None else InputAnswer(answer.strip())
+    terminal.write(f"  ! {pending.tool} wants to run with {json.dumps(pending.tool_input)}\n")
+    answer = await terminal.ask(f"Run {pending.tool}? [y/N] ")
+    if answer is None:
+        return CancelRun()
+    if answer.strip().lower() in ("y", "yes"):
+        return Approve()
+    reason = await terminal.ask("Reason: ")
+    return Reject((reason or "").strip() or "rejected by the user")
+
+
+class _Terminal:
+    """Reads lines and renders a run's events; dims thinking only on a real terminal."""
+
+    def __init__(self, stdin: TextIO, stdout: TextIO) -> None:
+        self._in = stdin
+        self._out = stdout
+        self._echo = not _is_tty(stdin)
+        self._color = _is_tty(stdout) and "NO_COLOR" not in os.environ
+        self._mode: str | None = None
+
+    def write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+
+    def banner(self) -> None:
+        examples = "".join(f"  {example}\n" for example in DEMO_EXAMPLES)
+        self.write(
+            "agentkeel demo: one agent with the offline, deterministic demo model "
+            "(no API key).\n"
+            f"Try:\n{examples}"
+            'Type "exit" or press Ctrl-D to quit.\n\n'
+        )
+
+    async def ask(self, prompt: str) -> str | None:
+        """Show `prompt` and read one line; None at the end of input."""
+        self.write(prompt)
+        line = await _read_line(self._in)
+        if not line:
+            self.write("\n")
+            return None
+        if self._echo:
+            self.write(line if line.endswith("\n") else line + "\n")
+        return line.rstrip("\r\n")
+
+    async def show(self, stream: AsyncIterator[StreamItem]) -> AgentResult:
+        """Render a run's events as they arrive; return its result."""
+        result: AgentResult | None = None
+        async for item in stream:
+            if isinstance(item, AgentResult):
+                result = item
+            else:
+                self._event(item)
+        self._end_line()
+        if result is None:
+            raise RuntimeError("internal error: the run ended without a result")
+        if result.status in ("failed", "cancelled") and result.error is not None:
+            self.write(f"  run {result.status}: {result.error.message}\n")
+        return result
+
+    def _event(self, event: object) -> None:
+        if isinstance(event, ThinkingEvent):
+            if self._mode != "thinking":
+                self._end_line()
+                self.write(_DIM if self._color else "(thinking) ")
+                self._mode = "thinking"
+            self.write(event.text)
+        elif isinstance(event, TokenEvent):
+            if self._mode != "text":
+                self._end_line()
+                self._mode = "text"
+            self.write(event.text)
+        elif isinstance(event, ToolCallEvent):
+            self._line(f"  -> tool {event.name}")
+        elif isinstance(event, ToolResultEvent):
+            self._line(f"  <- {event.name}: {event.status}")
+        elif isinstance(event, ErrorEvent):
+            self._line(f"  error ({event.code}): {event.message}")
+
+    def _line(self, text: str) -> None:
+        self._end_line()
+        self.write(text + "\n")
+
+    def _end_line(self) -> None:
+        """Close the thinking or text line in progress, if any."""
+        if self._mode == "thinking" and self._color:
+            self.write(_RESET)
+        if self._mode is not None:
+            self.write("\n")
+        self._mode = None
+
+
+async def _read_line(stream: TextIO) -> str:
+    """Read one line in a daemon thread ("" at the end of input).
+
+    A daemon thread, not a worker thread: a worker blocked in `readline` when Ctrl-C
+    arrives would keep the process alive until the next Enter.
+    """
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    lines: list[str] = []
+
+    def read() -> None:
+        try:
+            lines.append(stream.readline())
+        except (OSError, ValueError):
+            lines.append("")
+        try:
+            anyio.from_thread.run_sync(done.set, token=token)
+        except anyio.RunFinishedError:
+            pass
+
+    threading.Thread(target=read, name="agentkeel-stdin", daemon=True).start()
+    await done.wait()
+    return lines[0]
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
