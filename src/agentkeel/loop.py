@@ -212,8 +212,9 @@ class RunLoop:
 
     async def _stream(self, request: ModelRequest) -> _Assembly:
         assembly = _Assembly()
+        chunks = self._model.stream(request)
         try:
-            async for chunk in self._model.stream(request):
+            async for chunk in chunks:
                 if isinstance(chunk, TextDelta):
                     if chunk.text:
                         assembly.text.append(chunk.text)
@@ -239,6 +240,12 @@ class RunLoop:
         except Exception as exc:
             logger.exception("model=<%s> | the model provider raised", self._model.name)
             raise ModelError(f"the model provider failed: {type(exc).__name__}") from exc
+        finally:
+            # a stream left early (cancellation) must release its HTTP connection now
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                with anyio.CancelScope(shield=True):
+                    await close()
         return assembly
 
     def _assemble(self, assembly: _Assembly) -> Message:

@@ -1,0 +1,307 @@
+"""A fake OpenAI-compatible Chat Completions server speaking the real streaming wire.
+
+Usage::
+
+    fake = FakeOpenAI(api_key="sk-test")
+    fake.enqueue(OpenAIStream().text("Hel", "lo").finish("stop").usage(12, 3).reply())
+    with fake.serve() as base_url:          # base_url ends with /v1
+        ...  # OpenAIModel("gpt-test", base_url=base_url, api_key="sk-test")
+    fake.requests[0].json["messages"]
+
+Streams are ``data: <chunk JSON>`` frames ending with ``data: [DONE]``, exactly as the
+real API sends them (first chunk carries the role, every chunk carries ``"usage": null``
+until the usage-only chunk). The fake also checks what the real API would refuse:
+tool messages that answer no call, calls left unanswered, fields it does not accept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Self
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from agentkeel.messages import JSONObject, JSONValue
+from fakes.server import (
+    RecordedRequest,
+    Reply,
+    ReplyScript,
+    Responder,
+    json_reply,
+    run_asgi_server,
+    sse_pieces,
+    to_response,
+)
+
+__all__ = ["FakeOpenAI", "OpenAIStream", "echo_responder", "openai_error"]
+
+_MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "refusal"}
+
+
+def openai_error(
+    status: int,
+    message: str,
+    *,
+    type: str = "invalid_request_error",
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Reply:
+    """An HTTP error answer with OpenAI's JSON error body."""
+    body: JSONObject = {"error": {"message": message, "type": type, "param": None, "code": code}}
+    return json_reply(status, body, headers=headers)
+
+
+class OpenAIStream:
+    """Builds a streamed answer chunk by chunk, in the real ``chat.completion.chunk`` shape."""
+
+    def __init__(self, model: str = "fake-model") -> None:
+        self.model = model
+        self.events: list[str] = []
+        self._started = False
+
+    def _chunk(self, delta: JSONObject | None, finish_reason: str | None = None) -> Self:
+        choices: list[JSONValue] = []
+        if delta is not None:
+            if not self._started:
+                delta = {"role": "assistant", **delta}
+                self._started = True
+            choices.append(
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            )
+        return self.data(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": self.model,
+                "system_fingerprint": "fp_fake",
+                "choices": choices,
+                "usage": None,
+            }
+        )
+
+    def data(self, payload: JSONValue) -> Self:
+        """Add one ``data:`` frame with `payload` as JSON."""
+        self.events.append(json.dumps(payload))
+        return self
+
+    def raw(self, text: str) -> Self:
+        """Add one ``data:`` frame with `text` verbatim (malformed chunks, custom shapes)."""
+        self.events.append(text)
+        return self
+
+    def delta(self, delta: JSONObject, finish_reason: str | None = None) -> Self:
+        """Add one chunk carrying `delta` as is."""
+        return self._chunk(delta, finish_reason)
+
+    def text(self, *pieces: str) -> Self:
+        """Add one ``content`` delta per piece."""
+        for piece in pieces:
+            self._chunk({"content": piece})
+        return self
+
+    def reasoning(self, *pieces: str, field: str = "reasoning_content") -> Self:
+        """Add one reasoning delta per piece, under `field` (``reasoning`` for Ollama)."""
+        for piece in pieces:
+            self._chunk({field: piece})
+        return self
+
+    def tool_call(self, index: int, *, id: str, name: str, arguments: Sequence[str]) -> Self:
+        """Add a tool call: one chunk with id and name, then one per argument fragment."""
+        self._chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }
+                ]
+            }
+        )
+        for fragment in arguments:
+            self._chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
+        return self
+
+    def finish(self, reason: str = "stop") -> Self:
+        """Add the chunk with an empty delta and `finish_reason`."""
+        return self._chunk({}, reason)
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> Self:
+        """Add the usage-only chunk that ``stream_options.include_usage`` asks for."""
+        self._chunk(None)
+        last = json.loads(self.events[-1])
+        last["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        self.events[-1] = json.dumps(last)
+        return self
+
+    def error(self, message: str, *, type: str = "server_error", code: str | None = None) -> Self:
+        """Add an ``error`` object inside the stream, as the API sends on a late failure."""
+        return self.data({"error": {"message": message, "type": type, "code": code}})
+
+    def frames(self, *, done: bool = True) -> list[bytes]:
+        """The encoded frames, with the closing ``data: [DONE]`` when `done`."""
+        events = [*self.events, "[DONE]"] if done else list(self.events)
+        return [f"data: {event}\n\n".encode() for event in events]
+
+    def reply(
+        self,
+        *,
+        done: bool = True,
+        chunk_size: int | None = None,
+        cut_after: int | None = None,
+        delay: float = 0.0,
+    ) -> Reply:
+        """The scripted HTTP answer.
+
+        Args:
+            done: End with ``data: [DONE]``.
+            chunk_size: Re-cut the byte stream every this many bytes (splitting frames,
+                lines and UTF-8 characters); None writes one frame per network write.
+            cut_after: Send only this many frames, then drop the connection.
+            delay: Seconds before each network write.
+        """
+        frames = self.frames(done=done)
+        if cut_after is not None:
+            frames = frames[:cut_after]
+        return Reply(
+            pieces=sse_pieces(frames, chunk_size), break_after=cut_after is not None, delay=delay
+        )
+
+
+def echo_responder(recorded: RecordedRequest) -> Reply:
+    """Answer any request by echoing the last user message: a steady default for e2e tests."""
+    messages = recorded.json.get("messages")
+    text = ""
+    if isinstance(messages, list):
+        for message in messages:
+            if isinstance(message, dict) and message.get("role") == "user":
+                content = message.get("content")
+                text = content if isinstance(content, str) else json.dumps(content)
+    model = recorded.json.get("model")
+    stream = OpenAIStream(model if isinstance(model, str) else "fake-model")
+    return stream.text(f"echo: {text}").finish("stop").usage(len(text), len(text) + 6).reply()
+
+
+def _check_tool_flow(messages: list[JSONValue]) -> str | None:
+    open_calls: set[str] = set()
+    previous_role = ""
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages[{position}] must be an object"
+        role = message.get("role")
+        if open_calls and role != "tool":
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'. Missing: {sorted(open_calls)}"
+            )
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if previous_role not in ("assistant", "tool") or call_id not in open_calls:
+                return (
+                    f"messages[{position}]: messages with role 'tool' must be a response to "
+                    "a preceding message with 'tool_calls'"
+                )
+            open_calls.discard(str(call_id))
+        calls = message.get("tool_calls")
+        if role == "assistant" and isinstance(calls, list):
+            for call in calls:
+                if not isinstance(call, dict):
+                    return f"messages[{position}].tool_calls must hold objects"
+                function = call.get("function")
+                if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+                    return f"messages[{position}]: function.arguments must be a string"
+                open_calls.add(str(call.get("id")))
+        previous_role = str(role)
+    return None
+
+
+def validate_request(body: JSONObject) -> str | None:
+    """What the real API would refuse in `body`, as its error message; None if valid."""
+    if not isinstance(body.get("model"), str):
+        return "you must provide a model parameter"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty array"
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages[{position}] must be an object"
+        if message.get("role") not in ("system", "developer", "user", "assistant", "tool"):
+            return f"messages[{position}].role is invalid: {message.get('role')!r}"
+        extra = set(message) - _MESSAGE_KEYS
+        if extra:
+            return f"messages[{position}]: unrecognized fields {sorted(extra)}"
+    return _check_tool_flow(messages)
+
+
+class FakeOpenAI:
+    """The fake server: scriptable replies, recorded requests, optional key check.
+
+    Args:
+        api_key: When set, requests must carry ``Authorization: Bearer <api_key>``; a
+            wrong key gets the real 401 body, echoing the key it received in full
+            (worse than the real API, which masks it) to prove clients scrub it.
+        responder: Answers requests when no scripted reply is queued.
+    """
+
+    def __init__(self, *, api_key: str | None = None, responder: Responder | None = None) -> None:
+        self.api_key = api_key
+        self.script = ReplyScript(responder)
+        self._base_url: str | None = None
+        self.app = Starlette(
+            routes=[Route("/v1/chat/completions", self._completions, methods=["POST"])]
+        )
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """The requests received so far."""
+        return self.script.requests
+
+    @property
+    def base_url(self) -> str:
+        """The running server's API root (ending with ``/v1``)."""
+        if self._base_url is None:
+            raise RuntimeError("the fake OpenAI server is not running; use serve()")
+        return self._base_url
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Answer the next requests with `replies`, in order."""
+        self.script.enqueue(*replies)
+
+    def reset(self) -> None:
+        """Forget queued replies and recorded requests."""
+        self.script.reset()
+
+    @contextmanager
+    def serve(self) -> Iterator[str]:
+        """Run on loopback; yields the API root to pass as ``base_url``."""
+        with run_asgi_server(self.app) as root:
+            self._base_url = f"{root}/v1"
+            try:
+                yield self._base_url
+            finally:
+                self._base_url = None
+
+    async def _completions(self, request: Request) -> Response:
+        recorded = await self.script.record(request)
+        if self.api_key is not None:
+            given = recorded.headers.get("authorization", "")
+            if given != f"Bearer {self.api_key}":
+                key = given.removeprefix("Bearer ")
+                return to_response(
+                    openai_error(401, f"Incorrect API key provided: {key}.", code="invalid_api_key")
+                )
+        problem = validate_request(recorded.json)
+        if problem is not None:
+            return to_response(openai_error(400, problem))
+        return to_response(self.script.next_reply(recorded))
