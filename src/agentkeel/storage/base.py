@@ -216,9 +216,7 @@ class RunEventStorage(Protocol):
     object the server sends as one SSE ``data:`` line, plus its ``id``.
     """
 
-    async def put_events(
-        self, key: SessionKey, run_id: str, frames: Sequence[JSONObject]
-    ) -> None:
+    async def put_events(self, key: SessionKey, run_id: str, frames: Sequence[JSONObject]) -> None:
         """Replace the retained frames of one run (atomically)."""
         ...
 
