@@ -6,6 +6,7 @@ API; everything else is reached through its subpackage (`agentkeel.models.openai
 """
 
 from agentkeel.agent import Agent, StreamItem
+from agentkeel.checkpoint import Checkpointer, FileCheckpointer, InMemoryCheckpointer
 from agentkeel.context import RunContext
 from agentkeel.conversation import (
     ConversationManager,
@@ -53,6 +54,7 @@ from agentkeel.models.scripted import ScriptedModel, ScriptedToolCall, ScriptedT
 from agentkeel.result import AgentResult, ToolCallRecord, Usage
 from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState
+from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
 
 __all__ = [
@@ -63,12 +65,16 @@ __all__ = [
     "AgentkeelError",
     "Approve",
     "CancelRun",
+    "Checkpointer",
     "ConfigurationError",
     "ContextNotFoundError",
     "ConversationManager",
     "CorruptSessionError",
     "Decision",
     "ErrorEvent",
+    "FileCheckpointer",
+    "InMemoryCheckpointer",
+    "InMemoryStorage",
     "InputAnswer",
     "Interrupt",
     "InterruptEvent",
@@ -78,6 +84,7 @@ __all__ = [
     "InvalidRequestError",
     "InvocationState",
     "KeepAllConversationManager",
+    "LocalFileStorage",
     "Message",
     "ModelError",
     "Reject",
@@ -89,6 +96,7 @@ __all__ = [
     "ScriptedToolCall",
     "ScriptedTurn",
     "SessionManager",
+    "SessionStorage",
     "SlidingWindowConversationManager",
     "StateValueError",
     "StatusEvent",
