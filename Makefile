@@ -33,7 +33,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix src tests bench
 
 bench: $(STAMP)
-	$(BIN)/python bench/loop.py
+	for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info
