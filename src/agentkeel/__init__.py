@@ -53,7 +53,7 @@ from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
 from agentkeel.result import AgentResult, ToolCallRecord, Usage
 from agentkeel.session import SessionManager
-from agentkeel.state import AgentState, InvocationState
+from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
 
@@ -97,6 +97,7 @@ __all__ = [
     "ScriptedTurn",
     "SessionManager",
     "SessionStorage",
+    "SharedState",
     "SlidingWindowConversationManager",
     "StateValueError",
     "StatusEvent",

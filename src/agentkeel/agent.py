@@ -42,7 +42,7 @@ from agentkeel.models.base import Model
 from agentkeel.result import AgentResult, ErrorInfo, RunStatus
 from agentkeel.run_state import RunState
 from agentkeel.session import SessionManager
-from agentkeel.state import AgentState, InvocationState
+from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage.base import RunRecord
 from agentkeel.tools.decorator import Tool
 
@@ -115,6 +115,8 @@ class Agent:
         self.approve = frozenset(approve)
         self.limits = limits or RunLimits()
         self.messages: list[Message] = []
+        self.shared_state: SharedState | None = None
+        """Set by a Swarm on its members; handed to tools through the RunContext."""
         self._suspended: RunState | None = None
         self._restored = False
         self._lock = anyio.Lock()
@@ -251,6 +253,7 @@ class Agent:
                 invocation_state=invocation_state,
                 agent_name=self.name,
                 step=run.step,
+                shared_state=self.shared_state,
             )
             emit(StatusEvent())
             await self.hooks.invoke(

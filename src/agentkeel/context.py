@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentkeel.state import AgentState, InvocationState
+from agentkeel.state import AgentState, InvocationState, SharedState
 
 __all__ = ["RunContext"]
 
@@ -24,3 +24,8 @@ class RunContext:
     invocation_state: InvocationState
     agent_name: str
     step: int = 0
+    shared_state: SharedState | None = None
+    """The swarm's shared state when the agent runs as a swarm member, else None."""
+    end_after_tools: bool = False
+    """Set by a tool to end the run once this step's tool results are in, without another
+    model call (a swarm's handoff does this: the next member answers, not this one)."""

@@ -146,6 +146,8 @@ class RunLoop:
                 if state.pending:
                     return self._suspend(state)
                 self._close_step(state)
+                if self._context.end_after_tools:
+                    return LoopOutcome(status="completed", text=_last_text(state))
             while True:
                 if state.step >= self._limits.max_steps:
                     raise MaxStepsExceededError(
@@ -165,6 +167,8 @@ class RunLoop:
                 if state.pending:
                     return self._suspend(state)
                 self._close_step(state)
+                if self._context.end_after_tools:
+                    return LoopOutcome(status="completed", text=_last_text(state))
         except AgentkeelError as exc:
             return LoopOutcome(status="failed", error=ErrorInfo(code=exc.code, message=exc.message))
         except Exception:
@@ -499,3 +503,11 @@ def close_step(state: RunState, *, missing: str) -> None:
     state.pending = []
     if parts:
         state.messages.append(Message(role="user", parts=tuple(parts)))
+
+
+def _last_text(state: RunState) -> str:
+    """The text of the run's last assistant message that has any."""
+    for message in reversed(state.messages):
+        if message.role == "assistant" and message.text:
+            return message.text
+    return ""

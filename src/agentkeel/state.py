@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from agentkeel.errors import StateValueError
 from agentkeel.messages import JSONObject, JSONValue
 
-__all__ = ["AgentState", "InvocationState"]
+__all__ = ["AgentState", "InvocationState", "SharedState"]
 
 
 class AgentState:
@@ -102,6 +102,17 @@ class InvocationState(dict[str, object]):
     It is a plain dict on purpose: a tool's write is visible to the next hook of the same
     run. It never reaches the model, the wire or storage; a run resumed in a new process
     starts with a fresh one (see docs/concepts.md for rebuilding it in a hook).
+    """
+
+    __slots__ = ()
+
+
+class SharedState(AgentState):
+    """A swarm's key/value store, read and written by every member's tools and hooks.
+
+    JSON-only like AgentState (it is saved with the swarm's session), and like it never
+    sent to a model or a client: only what a member writes into a handoff message
+    reaches the next model. A tool receives it by declaring a parameter of this type.
     """
 
     __slots__ = ()

@@ -23,16 +23,17 @@ from agentkeel.context import RunContext
 from agentkeel.errors import ConfigurationError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.models.base import ToolSpec
-from agentkeel.state import AgentState, InvocationState
+from agentkeel.state import AgentState, InvocationState, SharedState
 
 __all__ = ["Tool", "ToolInputError", "tool"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-_Injected = Literal["context", "state", "invocation_state"]
+_Injected = Literal["context", "state", "invocation_state", "shared_state"]
 _INJECTED_TYPES: dict[object, _Injected] = {
     RunContext: "context",
     AgentState: "state",
     InvocationState: "invocation_state",
+    SharedState: "shared_state",
 }
 ToolFunction: TypeAlias = Callable[..., object]
 
@@ -83,8 +84,12 @@ class Tool:
                 kwargs[parameter] = context
             elif kind == "state":
                 kwargs[parameter] = context.state
-            else:
+            elif kind == "invocation_state":
                 kwargs[parameter] = context.invocation_state
+            elif context.shared_state is None:
+                raise ToolInputError(f"tool {self.name!r} only works inside a swarm")
+            else:
+                kwargs[parameter] = context.shared_state
         if inspect.iscoroutinefunction(self.function):
             output = await cast(Callable[..., Awaitable[object]], self.function)(**kwargs)
         else:
