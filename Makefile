@@ -9,13 +9,13 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,server,postgres,redis]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,redis]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/agentkeel demo
+	$(BIN)/agentkeel serve examples/framework.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

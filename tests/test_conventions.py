@@ -32,9 +32,10 @@ def test_public_api_is_sorted_complete_and_documented() -> None:
         value = getattr(agentkeel, name)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert inspect.getdoc(value), f"agentkeel.{name} has no docstring"
-    public = {name for name in vars(agentkeel) if not name.startswith("_")}
+    public = {name for name in vars(agentkeel) if not name.startswith("_")} - {"TYPE_CHECKING"}
     modules = {name for name in public if inspect.ismodule(getattr(agentkeel, name))}
-    assert public - modules == set(exported)
+    lazy = {"A2AServer", "serve_framework"}  # resolved on first use by __getattr__
+    assert public - modules == set(exported) - lazy
 
 
 def test_spec_names_are_exported() -> None:

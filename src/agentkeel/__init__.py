@@ -5,8 +5,11 @@ API; everything else is reached through its subpackage (`agentkeel.models.openai
 `agentkeel.storage.file`, ...).
 """
 
+from typing import TYPE_CHECKING
+
 from agentkeel.agent import Agent, StreamItem
 from agentkeel.checkpoint import Checkpointer, FileCheckpointer, InMemoryCheckpointer
+from agentkeel.client import AgentClient, AsyncAgentClient
 from agentkeel.context import RunContext
 from agentkeel.conversation import (
     ConversationManager,
@@ -51,19 +54,26 @@ from agentkeel.loop import RunLimits
 from agentkeel.messages import Message
 from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
+from agentkeel.multiagent import Swarm, SwarmResult, SwarmSession
 from agentkeel.result import AgentResult, ToolCallRecord, Usage
 from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
 
+if TYPE_CHECKING:
+    from agentkeel.server import A2AServer, serve_framework
+
 __all__ = [
+    "A2AServer",
     "Agent",
+    "AgentClient",
     "AgentMiddleware",
     "AgentResult",
     "AgentState",
     "AgentkeelError",
     "Approve",
+    "AsyncAgentClient",
     "CancelRun",
     "Checkpointer",
     "ConfigurationError",
@@ -104,6 +114,9 @@ __all__ = [
     "StepEvent",
     "StorageError",
     "StreamItem",
+    "Swarm",
+    "SwarmResult",
+    "SwarmSession",
     "ThinkingEvent",
     "TokenEvent",
     "Tool",
@@ -112,5 +125,15 @@ __all__ = [
     "ToolResultEvent",
     "Usage",
     "interrupt",
+    "serve_framework",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import the server's names on first use, so `import agentkeel` stays light."""
+    if name in ("A2AServer", "serve_framework"):
+        import agentkeel.server as server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -52,9 +52,12 @@ TOMBSTONE_MARKER = ".deleted-"
 """Part of the name a folder gets while `remove_tree` deletes it (always hidden)."""
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps_json(obj: JSONValue) -> bytes:
     """Compact UTF-8 JSON, the one encoding every stored document uses."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _ENCODER.encode(obj).encode("utf-8")
 
 
 def fsync_dir(path: Path) -> None:
@@ -96,21 +99,28 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`: readers see the old bytes or the new, never a mix."""
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data`: readers see the old bytes or the new, never a mix.
+
+    With `durable=False` nothing is fsynced: the replacement is still atomic for any
+    process (a killed process leaves the old file or the new one), but a power loss may
+    lose it. Only caches that can be lost use that (a run's retained stream frames).
+    """
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         try:
             _write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def atomic_write_json(path: Path, obj: JSONValue) -> None:

@@ -165,7 +165,10 @@ class Agent:
     ) -> AgentResult:
         """Run one turn; `on_event` receives every run event as it happens."""
         return await self._execute(
-            prompt, None, invocation_state or InvocationState(), on_event or _ignore
+            prompt,
+            None,
+            InvocationState() if invocation_state is None else invocation_state,
+            on_event or _ignore,
         )
 
     def stream(
@@ -190,7 +193,7 @@ class Agent:
         return await self._execute(
             None,
             (interrupt_id, decision),
-            invocation_state or InvocationState(),
+            InvocationState() if invocation_state is None else invocation_state,
             on_event or _ignore,
         )
 
@@ -227,7 +230,10 @@ class Agent:
         async def produce() -> None:
             async with send:
                 result = await self._execute(
-                    prompt, resume, invocation_state or InvocationState(), send.send_nowait
+                    prompt,
+                    resume,
+                    InvocationState() if invocation_state is None else invocation_state,
+                    send.send_nowait,
                 )
                 send.send_nowait(result)
 

@@ -9,6 +9,7 @@ and exit code 1, never a stack trace.
 Subcommands:
 
 - ``demo``: talk to the offline demo agent in the terminal (no API key needed).
+- ``chat``: talk to an agent on a running server (``agentkeel chat URL``).
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve AI agents to web and API clients.",
     )
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_serve(subcommands)
     _add_demo(subcommands)
+    _add_chat(subcommands)
     return parser
 
 
@@ -232,6 +235,53 @@ class _Terminal:
         if self._mode is not None:
             self.write("\n")
         self._mode = None
+
+
+# -- chat -------------------------------------------------------------------------------
+
+
+def _add_serve(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from agentkeel.server.serve import add_serve_arguments
+
+    serve = subcommands.add_parser(
+        "serve",
+        help="serve the agents of a framework.json over HTTP",
+        description="Serve every agent definition of framework.json on the native wire "
+        "(SSE) with sessions, checkpoints and one agent per context.",
+    )
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from agentkeel.server.serve import run_serve
+
+    return run_serve(args)
+
+
+def _add_chat(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    chat = subcommands.add_parser(
+        "chat",
+        help="talk to an agent on a running agentkeel server",
+        description="An interactive terminal chat with a served agent: streamed tokens, "
+        "thinking, tool calls and approvals. The server keeps the conversation; the "
+        "chat shows its context id, which --context continues later.",
+    )
+    chat.add_argument("url", metavar="URL", help="the server, e.g. http://127.0.0.1:8000")
+    chat.add_argument("--agent", metavar="NAME", help="the agent (default: the server's first)")
+    chat.add_argument("--context", metavar="ID", help="continue this conversation")
+    chat.add_argument(
+        "--api-key-env", metavar="NAME", help="the environment variable holding the API key"
+    )
+    chat.set_defaults(handler=_run_chat)
+
+
+def _run_chat(args: argparse.Namespace) -> int:
+    from agentkeel.chat import run_chat  # only this subcommand needs the client
+
+    return run_chat(
+        args.url, agent=args.agent, context_id=args.context, api_key_env=args.api_key_env
+    )
 
 
 async def _read_line(stream: TextIO) -> str:

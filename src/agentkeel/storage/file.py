@@ -281,8 +281,9 @@ class LocalFileStorage:
         body = b"".join(_encode_json(frame, "stream frame") + b"\n" for frame in frames)
 
         def write() -> None:
+            # a reconnect cache: atomic for a crashed process, not fsynced (see _fs)
             _fs.ensure_dir(runs)
-            _fs.atomic_write_bytes(target, body)
+            _fs.atomic_write_bytes(target, body, durable=False)
 
         async with self._lock(key):
             await self._call(None, write)

@@ -1,0 +1,279 @@
+"""What serving a turn costs: agentkeel against a bare Starlette SSE endpoint (the floor).
+
+Both servers run in a subprocess with uvicorn (one worker, the same HTTP implementation)
+on loopback, and the load generator (httpx) runs in this process:
+
+- floor: a bare Starlette route that reads the JSON body and streams 50 SSE frames of
+  the same shape and size as agentkeel's token frames, then a done frame;
+- agentkeel: `create_app` over a ScriptedModel that streams 50 tokens, with
+  LocalFileStorage on (each turn appends to the session, writes its run record and its
+  retained frames, each fsynced);
+- ak-memory: the same with InMemoryStorage, which separates the server's own cost from
+  the cost of the disk writes (on ext4 an atomic write with its fsyncs alone costs about
+  1 ms of CPU).
+
+Each client worker has its own context, so at concurrency 32 there are 32 conversations
+and none of their turns wait for each other.
+
+Server CPU per turn is read from ``/proc/<pid>/stat`` (utime + stime of the whole server
+process, every thread included, so the storage's worker threads count) before and after
+the measured turns, divided by the number of turns. That excludes start-up and the
+warm-up turns and, unlike wall-clock time, does not depend on how busy the load
+generator keeps the machine. Without /proc (not Linux) CPU is reported as n/a.
+
+Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH]``. Prints numbers and
+the agentkeel/floor CPU ratio (target: within 2x); never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx
+
+from agentkeel.sse import aiter_sse, encode_frame
+
+MEMORY = "ak-memory"
+SCENARIOS = ("floor", "agentkeel", MEMORY)
+TOKENS = 50
+TOKEN_TEXT = "tok "
+WARMUP_TURNS = 30
+
+
+# -- the servers (in the subprocess) ------------------------------------------------------
+
+
+def floor_app() -> object:
+    """A bare Starlette SSE endpoint: parse the body, stream 50 frames and a done frame."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def stream(request: Request) -> StreamingResponse:
+        body = await request.json()
+        context_id = body.get("contextId", "ctx-floor")
+
+        async def frames() -> AsyncIterator[bytes]:
+            run_id = "run-" + os.urandom(12).hex()
+            for index in range(TOKENS):
+                data = {
+                    "contextId": context_id,
+                    "runId": run_id,
+                    "event": {"type": "token", "text": TOKEN_TEXT},
+                }
+                yield encode_frame(json.dumps(data, separators=(",", ":")), id=index + 1)
+            done = {"contextId": context_id, "runId": run_id, "done": True, "status": "completed"}
+            yield encode_frame(json.dumps(done, separators=(",", ":")), id=TOKENS + 1)
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/agents/bench/stream", stream, methods=["POST"])])
+
+
+def agentkeel_app(folder: Path, *, memory: bool) -> object:
+    """agentkeel serving one ScriptedModel agent, with sessions saved to `folder`."""
+    from agentkeel import Agent, ScriptedModel
+    from agentkeel.framework import AgentDefinition, Framework
+    from agentkeel.server import create_app
+    from agentkeel.storage.file import LocalFileStorage
+    from agentkeel.storage.memory import InMemoryStorage
+
+    def factory(context_id: str) -> Agent:
+        del context_id
+        model = ScriptedModel([TOKEN_TEXT * TOKENS], chunk_size=len(TOKEN_TEXT), repeat=True)
+        return Agent(model, name="bench")
+
+    definition = AgentDefinition(name="bench", description="bench", factory=factory)
+    storage = InMemoryStorage() if memory else LocalFileStorage(folder)
+    framework = Framework(definitions={"bench": definition}, storage=storage)
+    return create_app(framework)
+
+
+def serve(kind: str, folder: Path) -> None:
+    """The subprocess: serve `kind` on a free loopback port and print the URL."""
+    import asyncio
+
+    import uvicorn
+
+    app = floor_app() if kind == "floor" else agentkeel_app(folder, memory=kind == MEMORY)
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host="127.0.0.1",
+        port=0,
+        workers=1,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        print(f"http://127.0.0.1:{port}", flush=True)
+
+    async def main() -> None:
+        watcher = asyncio.ensure_future(announce())
+        await server.serve()
+        watcher.cancel()
+
+    asyncio.run(main())
+
+
+# -- the load generator ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    scenario: str
+    concurrency: int
+    turns: int
+    seconds: float
+    latencies: list[float]
+    cpu_seconds: float | None
+
+    @property
+    def per_second(self) -> float:
+        return self.turns / self.seconds
+
+    def percentile(self, fraction: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
+
+    @property
+    def cpu_ms_per_turn(self) -> float | None:
+        return None if self.cpu_seconds is None else self.cpu_seconds / self.turns * 1000
+
+
+def process_cpu(pid: int) -> float | None:
+    """utime + stime of `pid` (all its threads) in seconds, from /proc; None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def one_turn(client: httpx.AsyncClient, context_id: str) -> float:
+    start = time.perf_counter()
+    body = {"message": "go", "contextId": context_id}
+    async with client.stream("POST", "/agents/bench/stream", json=body) as response:
+        frames = 0
+        async for frame in aiter_sse(response.aiter_bytes()):
+            frames += 1
+            if '"done":true' in frame.data:
+                break
+    if frames < TOKENS + 1:
+        raise RuntimeError(f"a turn streamed only {frames} frames")
+    return time.perf_counter() - start
+
+
+async def load(url: str, concurrency: int, turns: int, pid: int, scenario: str) -> Figures:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        for index in range(min(WARMUP_TURNS, turns)):
+            await one_turn(client, f"ctx-warmup-{concurrency}-{index % 4}")
+        latencies: list[float] = []
+        per_worker = max(1, turns // concurrency)
+
+        async def worker(number: int) -> None:
+            context_id = f"ctx-{scenario}-{concurrency}-{number}"
+            for _ in range(per_worker):
+                latencies.append(await one_turn(client, context_id))
+
+        cpu_before = process_cpu(pid)
+        start = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for number in range(concurrency):
+                group.start_soon(worker, number)
+        seconds = time.perf_counter() - start
+        cpu_after = process_cpu(pid)
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return Figures(scenario, concurrency, len(latencies), seconds, latencies, cpu)
+
+
+def start_server(kind: str, folder: Path) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve", kind, "--dir", str(folder)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().strip()
+    if not url.startswith("http://"):
+        process.kill()
+        raise RuntimeError(f"the {kind} server did not start")
+    return process, url
+
+
+def measure(kind: str, folder: Path, concurrency: int, turns: int) -> Figures:
+    process, url = start_server(kind, folder / f"{kind}-{concurrency}")
+    try:
+        return anyio.run(load, url, concurrency, turns, process.pid, kind)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def report(rows: list[Figures]) -> None:
+    print(
+        f"{'scenario':<10} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
+        f"{'p99 ms':>8} {'CPU ms/turn':>12}"
+    )
+    for row in rows:
+        cpu = row.cpu_ms_per_turn
+        shown = "n/a" if cpu is None else f"{cpu:.2f}"
+        print(
+            f"{row.scenario:<10} {row.concurrency:>4} {row.turns:>6} {row.per_second:>9.1f} "
+            f"{row.percentile(0.5):>8.2f} {row.percentile(0.99):>8.2f} {shown:>12}"
+        )
+    print()
+    by_key = {(row.scenario, row.concurrency): row for row in rows}
+    for concurrency in sorted({row.concurrency for row in rows}):
+        floor = by_key[("floor", concurrency)]
+        for scenario in SCENARIOS[1:]:
+            ours = by_key[(scenario, concurrency)]
+            if ours.cpu_ms_per_turn is None or not floor.cpu_ms_per_turn:
+                print(f"concurrency {concurrency}: CPU ratio n/a (no /proc)")
+                continue
+            ratio = ours.cpu_ms_per_turn / floor.cpu_ms_per_turn
+            latency = ours.percentile(0.5) / floor.percentile(0.5)
+            print(
+                f"concurrency {concurrency:>2}: {scenario}/floor server CPU per turn = "
+                f"{ratio:.2f}x (target <= 2x for agentkeel); latency p50 {latency:.2f}x"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=320, help="measured turns per scenario")
+    parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
+    parser.add_argument("--serve", choices=SCENARIOS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.dir)
+        return
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        rows = [
+            measure(kind, Path(tmp), concurrency, args.turns)
+            for concurrency in (1, 32)
+            for kind in SCENARIOS
+        ]
+    print(f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {os.cpu_count()} CPUs")
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,501 @@
+"""framework.json: the file that declares a server's agents, storage and limits (SPEC 5).
+
+`load_framework` reads and validates the file and turns it into a `Framework`: one
+`AgentDefinition` per agent, whose `factory(context_id)` builds a *new* Agent for every
+context, plus the storage, the checkpointer and the server settings. Validation is
+strict on purpose: a server that starts with a typo in its configuration misbehaves in
+production, so every problem (unknown key, wrong type, missing import, unknown model
+provider, bad agent name, invalid JSON) raises ConfigurationError naming the file and
+the key path, e.g. ``framework.json: agents.assistant.model.provider: ...``.
+
+Relative paths resolve against the file's folder, and that folder is importable while
+the file is loaded (so ``"myapp.tools:get_weather"`` finds ``myapp/`` beside the file).
+Secrets are never in the file: ``apiKeyEnv`` and ``{"env": "NAME"}`` name environment
+variables, read once at load; their values never appear in errors, logs or reprs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+)
+from pydantic.alias_generators import to_camel
+
+from agentkeel.agent import Agent
+from agentkeel.checkpoint.base import Checkpointer
+from agentkeel.checkpoint.file import FileCheckpointer
+from agentkeel.checkpoint.memory import InMemoryCheckpointer
+from agentkeel.errors import ConfigurationError
+from agentkeel.ids import DEFINITION_NAME_PATTERN
+from agentkeel.loop import RunLimits
+from agentkeel.models.base import Model
+from agentkeel.models.registry import KNOWN_PROVIDERS, model_from_config
+from agentkeel.storage.base import SessionStorage
+from agentkeel.storage.file import LocalFileStorage
+from agentkeel.storage.memory import InMemoryStorage
+from agentkeel.tools.decorator import Tool
+
+__all__ = [
+    "AgentDefinition",
+    "AgentFactory",
+    "Framework",
+    "Retention",
+    "ServerSettings",
+    "checked_factory",
+    "load_framework",
+    "parse_duration",
+]
+
+AgentFactory = Callable[[str], Agent]
+"""Builds a new Agent for one context id; never returns an Agent shared between contexts."""
+
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_PROBE_CONTEXT = "agentkeel-probe"
+_MODEL_FIELDS = {"provider", "model", "base_url", "api_key_env", "api_key"}
+"""What is not a provider option in a ``model`` object."""
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds in ``"30d"``, ``"1h"``, ``"15m"``, ``"10s"`` or ``"500ms"``; None stays None.
+
+    Raises:
+        ValueError: For any other shape.
+    """
+    if text is None:
+        return None
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration like '30d', '1h', '15m', '10s' or '500ms'")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+# -- runtime objects ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    """The ``server`` section: how the HTTP server binds and what it tolerates."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    ui: bool = False
+    """Serve the demo chat page at ``/`` when it is bundled."""
+    max_body_bytes: int = 1_048_576
+    concurrency: Literal["queue", "reject"] = "queue"
+    """A turn on a busy context waits in line (``queue``) or gets ``409 context_busy``."""
+    cors: tuple[str, ...] = ()
+    heartbeat_seconds: float = 15.0
+    """A comment is sent on a stream idle this long, so proxies keep it open."""
+    shutdown_timeout_seconds: float = 30.0
+    """How long running turns may go on after a shutdown signal before they are cancelled."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """The ``retention`` section, in seconds (None: kept without a time limit)."""
+
+    runs: float | None = None
+    events: float | None = 3600.0
+    """How long a run's stream frames stay available for a reconnect."""
+    idle_sessions: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentDefinition:
+    """One named agent of the framework: what `GET /agents` lists and how to build it."""
+
+    name: str
+    description: str
+    factory: AgentFactory
+    skills: tuple[str, ...] = ()
+    """The names of the agent's tools."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Framework:
+    """A validated framework: definitions, where memory lives, and the server settings."""
+
+    definitions: Mapping[str, AgentDefinition]
+    storage: SessionStorage = field(default_factory=InMemoryStorage)
+    checkpointer: Checkpointer = field(default_factory=InMemoryCheckpointer)
+    """Without a configured one, suspended runs wait in memory (they survive eviction
+    from the context cache, not a restart)."""
+    max_contexts: int = 1000
+    server: ServerSettings = field(default_factory=ServerSettings)
+    retention: Retention = field(default_factory=Retention)
+    source: str = "<code>"
+    """The file the framework came from, for messages."""
+
+
+# -- the file's schema ---------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        strict=True,
+        frozen=True,
+        hide_input_in_errors=True,
+    )
+
+
+class _EnvSecret(_Strict):
+    env: str = Field(min_length=1)
+
+
+class _ModelConfig(_Strict):
+    provider: str
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, min_length=1)
+    api_key: _EnvSecret | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    max_retries: int | None = Field(default=None, ge=0)
+    backoff_base: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    thinking_budget: int | None = Field(default=None, ge=0)
+
+
+class _DeclaredAgent(_Strict):
+    description: str = ""
+    model: _ModelConfig
+    system_prompt: str | None = None
+    tools: list[str] = []
+    approve: list[str] = []
+    max_steps: int | None = Field(default=None, ge=1)
+    tool_timeout: float | None = Field(default=None, gt=0)
+
+
+class _FactoryAgent(_Strict):
+    factory: str
+    description: str = ""
+
+
+def _agent_kind(value: object) -> str:
+    return "factory" if isinstance(value, dict) and "factory" in value else "declared"
+
+
+_AgentConfig = Annotated[
+    Annotated[_DeclaredAgent, Tag("declared")] | Annotated[_FactoryAgent, Tag("factory")],
+    Discriminator(_agent_kind),
+]
+
+
+class _Checkpointer(_Strict):
+    dir: str = Field(min_length=1)
+
+
+class _Server(_Strict):
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8000, ge=0, le=65535)
+    ui: bool = False
+    max_body_bytes: int = Field(default=1_048_576, ge=1)
+    concurrency: Literal["queue", "reject"] = "queue"
+    cors: list[str] = []
+    heartbeat_seconds: float = Field(default=15.0, gt=0)
+    shutdown_timeout_seconds: float = Field(default=30.0, ge=0)
+    auth: dict[str, object] | None = None
+
+
+def _duration(value: object) -> object:
+    if value is None or isinstance(value, str):
+        return parse_duration(value)
+    raise ValueError("must be a duration such as '30d' or '1h', or null")
+
+
+_Duration = Annotated[float | None, BeforeValidator(_duration)]
+
+
+class _Retention(_Strict):
+    runs: _Duration = None
+    events: _Duration = 3600.0
+    idle_sessions: _Duration = None
+
+
+class _File(_Strict):
+    schema_url: str | None = Field(default=None, alias="$schema")
+    agents: dict[str, _AgentConfig] = Field(min_length=1)
+    session_dir: str | None = Field(default=None, min_length=1)
+    checkpointer: _Checkpointer | None = None
+    storage: str | None = None
+    max_contexts: int = Field(default=1000, ge=1)
+    server: _Server = _Server()
+    retention: _Retention = _Retention()
+
+
+# -- loading ------------------------------------------------------------------------------
+
+
+class _Loader:
+    """Turns the validated file into runtime objects; every error names key and file."""
+
+    def __init__(self, source: str, base: Path) -> None:
+        self.source = source
+        self.base = base
+
+    def error(self, path: str, message: str) -> ConfigurationError:
+        return ConfigurationError(f"{self.source}: {path}: {message}")
+
+    def resolve(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.base / path
+
+    def load(self, data: object) -> Framework:
+        try:
+            parsed = _File.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigurationError(self._describe(exc)) from None
+        definitions = {
+            name: self.definition(name, config) for name, config in parsed.agents.items()
+        }
+        return Framework(
+            definitions=definitions,
+            storage=self.storage(parsed),
+            checkpointer=self.checkpointer(parsed),
+            max_contexts=parsed.max_contexts,
+            server=self.server(parsed.server),
+            retention=Retention(**parsed.retention.model_dump()),
+            source=self.source,
+        )
+
+    def _describe(self, exc: ValidationError) -> str:
+        lines = []
+        for error in exc.errors(include_url=False, include_input=False):
+            parts = [p for i, p in enumerate(error["loc"]) if not _is_union_tag(error["loc"], i)]
+            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+            message = error["msg"].removeprefix("Value error, ")
+            if error["type"] == "extra_forbidden":
+                message = "unknown key"
+            if error["type"] == "missing":
+                message = "required key is missing"
+            lines.append(f"{self.source}: {path or '(top level)'}: {message}")
+        return "\n".join(lines)
+
+    def server(self, config: _Server) -> ServerSettings:
+        if config.auth is not None:
+            raise self.error(
+                "server.auth",
+                "authentication is not available in this version of agentkeel; remove the "
+                "key and keep the server on a loopback address",
+            )
+        fields = config.model_dump(exclude={"auth", "cors"})
+        return ServerSettings(**fields, cors=tuple(config.cors))
+
+    def storage(self, parsed: _File) -> SessionStorage:
+        if parsed.storage is not None and parsed.session_dir is not None:
+            raise self.error("storage", "set either storage or sessionDir, not both")
+        if parsed.session_dir is not None:
+            return LocalFileStorage(self.resolve(parsed.session_dir))
+        url = parsed.storage
+        if url is None or url in ("memory:", "memory://"):
+            return InMemoryStorage()
+        if url.startswith("file:"):
+            folder = url.removeprefix("file:").removeprefix("//")
+            if not folder:
+                raise self.error("storage", "a file: URL needs a folder, e.g. 'file:./sessions'")
+            return LocalFileStorage(self.resolve(folder))
+        scheme = url.partition(":")[0]
+        raise self.error(
+            "storage",
+            f"storage backend {scheme!r} is not available; use 'memory:' or 'file:<folder>' "
+            "(or sessionDir)",
+        )
+
+    def checkpointer(self, parsed: _File) -> Checkpointer:
+        if parsed.checkpointer is None:
+            return InMemoryCheckpointer()
+        return FileCheckpointer(self.resolve(parsed.checkpointer.dir))
+
+    def definition(self, name: str, config: _DeclaredAgent | _FactoryAgent) -> AgentDefinition:
+        if not DEFINITION_NAME_PATTERN.fullmatch(name):
+            raise self.error(
+                f"agents.{name}", "an agent name must match ^[a-z0-9][a-z0-9_-]{0,63}$"
+            )
+        if isinstance(config, _FactoryAgent):
+            return self.factory_definition(name, config)
+        prefix = f"agents.{name}"
+        tools = [self.tool(f"{prefix}.tools[{i}]", ref) for i, ref in enumerate(config.tools)]
+        names = {item.name for item in tools}
+        for index, approved in enumerate(config.approve):
+            if approved not in names:
+                raise self.error(
+                    f"{prefix}.approve[{index}]", f"{approved!r} is not one of the agent's tools"
+                )
+        model = self.model(f"{prefix}.model", config.model)
+        defaults = RunLimits()
+        limits = RunLimits(
+            max_steps=config.max_steps or defaults.max_steps,
+            tool_timeout=config.tool_timeout or defaults.tool_timeout,
+        )
+
+        def build(context_id: str) -> Agent:
+            del context_id  # every context gets a fresh Agent; the model is shared
+            return Agent(
+                model,
+                tools=tools,
+                system_prompt=config.system_prompt,
+                name=name,
+                description=config.description,
+                approve=config.approve,
+                limits=limits,
+            )
+
+        skills = tuple(item.name for item in tools)
+        return AgentDefinition(
+            name=name, description=config.description, factory=build, skills=skills
+        )
+
+    def factory_definition(self, name: str, config: _FactoryAgent) -> AgentDefinition:
+        path = f"agents.{name}.factory"
+        target = self.import_ref(path, config.factory)
+        if not callable(target):
+            raise self.error(path, f"{config.factory!r} is not callable")
+        factory = checked_factory(target, name)
+        try:
+            probe = factory(_PROBE_CONTEXT)  # fail at start, not on the first request
+        except ConfigurationError as exc:
+            raise self.error(path, exc.message) from None
+        except Exception as exc:
+            raise self.error(path, f"calling {config.factory!r} failed: {exc!r}") from None
+        return AgentDefinition(
+            name=name,
+            description=config.description or probe.description,
+            factory=factory,
+            skills=tuple(probe.tools),
+        )
+
+    def tool(self, path: str, ref: str) -> Tool:
+        target = self.import_ref(path, ref)
+        if not isinstance(target, Tool):
+            raise self.error(path, f"{ref!r} is not a tool; decorate the function with @tool")
+        return target
+
+    def import_ref(self, path: str, ref: str) -> object:
+        module_name, sep, attribute = ref.partition(":")
+        if not sep or not module_name or not attribute:
+            raise self.error(path, f"{ref!r} must be an import path like 'package.module:name'")
+        try:
+            target: object = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+        except Exception as exc:
+            raise self.error(path, f"cannot import {ref!r}: {exc}") from None
+        return target
+
+    def model(self, path: str, config: _ModelConfig) -> Model:
+        if config.provider not in KNOWN_PROVIDERS:
+            known = ", ".join(KNOWN_PROVIDERS)
+            raise self.error(
+                f"{path}.provider",
+                f"unknown model provider {config.provider!r}; known: {known}",
+            )
+        if config.api_key_env is not None and config.api_key is not None:
+            raise self.error(f"{path}.apiKey", "set either apiKeyEnv or apiKey, not both")
+        variable, key_path = config.api_key_env, f"{path}.apiKeyEnv"
+        if config.api_key is not None:
+            variable, key_path = config.api_key.env, f"{path}.apiKey.env"
+        api_key = None
+        if variable is not None:
+            api_key = os.environ.get(variable)
+            if not api_key:
+                raise self.error(key_path, f"the environment variable {variable} is not set")
+        options = config.model_dump(exclude=_MODEL_FIELDS, exclude_none=True)
+        try:
+            return model_from_config(
+                config.provider,
+                model=config.model,
+                base_url=config.base_url,
+                api_key=api_key,
+                **options,
+            )
+        except ConfigurationError as exc:
+            raise self.error(path, exc.message) from None
+
+
+def _is_union_tag(loc: tuple[int | str, ...], index: int) -> bool:
+    """Whether `loc[index]` is the tag pydantic inserts for the agent union."""
+    return index == 2 and loc[0] == "agents" and loc[index] in ("declared", "factory")
+
+
+def checked_factory(target: Callable[..., object], name: str) -> AgentFactory:
+    """Wrap a user factory so that it must return an Agent (or fail with a clear error)."""
+
+    def build(context_id: str) -> Agent:
+        agent = target(context_id)
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(
+                f"the factory of agent {name!r} returned {type(agent).__name__}, not an Agent"
+            )
+        return agent
+
+    return build
+
+
+@contextmanager
+def _importable(folder: Path) -> Iterator[None]:
+    """Let modules beside the file be imported while it is loaded."""
+    entry = str(folder)
+    added = entry not in sys.path
+    if added:
+        sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
+
+
+def load_framework(
+    source: str | os.PathLike[str] | Mapping[str, object], *, base_dir: str | None = None
+) -> Framework:
+    """Read and validate a framework.json (a path) or an already-parsed mapping.
+
+    Args:
+        source: The file, or its content as a mapping (then `base_dir` anchors relative
+            paths; it defaults to the current folder).
+        base_dir: Where relative paths of a mapping resolve.
+
+    Raises:
+        ConfigurationError: For anything wrong, naming the key path and the file.
+    """
+    if isinstance(source, Mapping):
+        base = Path(base_dir or os.getcwd()).resolve()
+        loader = _Loader("<framework>", base)
+        data: object = dict(source)
+    else:
+        path = Path(source).expanduser().resolve()
+        loader = _Loader(str(path), path.parent)
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"{path}: cannot read the file: {exc}") from None
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(
+                f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ) from None
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{loader.source}: (top level): must be a JSON object")
+    with _importable(loader.base):
+        return loader.load(data)

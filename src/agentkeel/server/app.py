@@ -1,0 +1,189 @@
+"""The Starlette app: route table, middleware stack and the lifespan that owns the runs.
+
+Routing only: the handlers parse and encode, the runtime (`ServerRuntime`) runs turns in
+the task group this lifespan opens, and shutting down drains that task group. The
+middleware stack, outermost first: CORS (when origins are configured), the JSON error
+guard, the request limits. All of it is pure ASGI, so streams pass straight through.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from agentkeel.agent import Agent
+from agentkeel.checkpoint.base import Checkpointer
+from agentkeel.checkpoint.memory import InMemoryCheckpointer
+from agentkeel.errors import ConfigurationError
+from agentkeel.framework import (
+    AgentDefinition,
+    Framework,
+    Retention,
+    ServerSettings,
+    checked_factory,
+    load_framework,
+)
+from agentkeel.ids import DEFINITION_NAME_PATTERN
+from agentkeel.server import handlers
+from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
+from agentkeel.server.limits import RequestLimits
+from agentkeel.server.runs import ServerRuntime
+from agentkeel.storage.base import SessionStorage
+from agentkeel.storage.memory import InMemoryStorage
+
+__all__ = ["A2AServer", "FrameworkSource", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+FrameworkSource = Framework | str | os.PathLike[str] | Mapping[str, object]
+"""A Framework, the path of a framework.json, or its parsed content."""
+
+_UI_PAGE = Path(__file__).with_name("static") / "index.html"
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404/405 as JSON error bodies."""
+    del request
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status == 405:
+        body = b'{"error":{"code":"method_not_allowed","message":"method not allowed here"}}'
+        return Response(body, status_code=405, media_type="application/json")
+    status, body = error_response(RouteNotFoundError("no endpoint at this path"))
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def _routes(settings: ServerSettings) -> list[BaseRoute]:
+    routes: list[BaseRoute] = [
+        Route("/agents", handlers.list_agents, methods=["GET"]),
+        Route("/agents/{name}/stream", handlers.stream, methods=["POST"]),
+        Route("/agents/{name}/send", handlers.send, methods=["POST"]),
+        Route("/agents/{name}/contexts/{context_id}/stream", handlers.reconnect, methods=["GET"]),
+        Route("/agents/{name}/contexts/{context_id}", handlers.delete_context, methods=["DELETE"]),
+        Route("/healthz", handlers.healthz, methods=["GET"]),
+        Route("/readyz", handlers.readyz, methods=["GET"]),
+        Route("/metrics", handlers.metrics, methods=["GET"]),
+    ]
+    if settings.ui and _UI_PAGE.is_file():
+        routes.append(Route("/", lambda request: FileResponse(_UI_PAGE), methods=["GET"]))
+    elif settings.ui:
+        logger.warning("server.ui is on, but the demo page is not bundled in this build")
+    return routes
+
+
+def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None) -> Starlette:
+    """The ASGI app serving every agent of a framework on the native wire.
+
+    Args:
+        source: A Framework, a framework.json path, or its parsed content.
+        routes: Extra routes (another binding, such as A2A), mounted before the native ones;
+            they reach the shared runtime as ``request.app.state.runtime``.
+
+    Raises:
+        ConfigurationError: The framework is invalid (naming the key and the file).
+    """
+    framework = source if isinstance(source, Framework) else load_framework(source)
+    runtime = ServerRuntime(framework)
+    settings = framework.server
+    if framework.retention.runs is not None or framework.retention.idle_sessions is not None:
+        logger.warning("retention.runs and retention.idleSessions are not enforced yet")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        del app
+        async with runtime.running():
+            yield
+
+    middleware = []
+    if settings.cors:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(settings.cors),
+                allow_methods=["GET", "POST", "DELETE"],
+                allow_headers=["content-type", "last-event-id", "idempotency-key", "authorization"],
+                max_age=600,
+            )
+        )
+    middleware.append(Middleware(ErrorMiddleware))
+    middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
+    app = Starlette(
+        routes=[*(routes or []), *_routes(settings)],
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error},
+    )
+    app.state.runtime = runtime
+    return app
+
+
+class A2AServer:
+    """Serve one agent built in code, with the same server as ``agentkeel serve``.
+
+    The factory is called once per context (``agent_factory(context_id)``) and must
+    return a new Agent each time. The native wire is served now; the A2A binding mounts
+    on the same app, so the two share contexts, sessions and runs.
+
+    Args:
+        agent_factory: Builds the Agent of one context.
+        name: The definition name (``/agents/{name}/...``, session ids).
+        description: What `GET /agents` says the agent does (default: the Agent's own).
+        storage: Where sessions live (default: in memory).
+        checkpointer: Where suspended runs wait (default: in memory).
+        max_contexts: How many idle Agents the context cache keeps.
+        settings: Host, port, limits, concurrency policy.
+        retention: How long run frames stay available for reconnects.
+    """
+
+    def __init__(
+        self,
+        agent_factory: Callable[[str], Agent],
+        *,
+        name: str = "agent",
+        description: str = "",
+        storage: SessionStorage | None = None,
+        checkpointer: Checkpointer | None = None,
+        max_contexts: int = 1000,
+        settings: ServerSettings | None = None,
+        retention: Retention | None = None,
+    ) -> None:
+        if not DEFINITION_NAME_PATTERN.fullmatch(name):
+            raise ConfigurationError(f"agent name {name!r} must match ^[a-z0-9][a-z0-9_-]{{0,63}}$")
+        factory = checked_factory(agent_factory, name)
+        probe = factory("agentkeel-probe")
+        definition = AgentDefinition(
+            name=name,
+            description=description or probe.description,
+            factory=factory,
+            skills=tuple(probe.tools),
+        )
+        self.framework = Framework(
+            definitions={name: definition},
+            storage=InMemoryStorage() if storage is None else storage,
+            checkpointer=InMemoryCheckpointer() if checkpointer is None else checkpointer,
+            max_contexts=max_contexts,
+            server=settings or ServerSettings(),
+            retention=retention or Retention(),
+        )
+        self.app = create_app(self.framework)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve as an ASGI app (e.g. ``uvicorn module:server``)."""
+        await self.app(scope, receive, send)
+
+    def serve(self, *, host: str | None = None, port: int | None = None) -> None:
+        """Run the server with uvicorn until it is stopped (see `serve_framework`)."""
+        from agentkeel.server.serve import run_app
+
+        run_app(self.app, self.framework, host=host, port=port)

@@ -1,0 +1,251 @@
+"""ContextCache: one Agent per (principal, definition, contextId), least recently used first out.
+
+An Agent holds a conversation's memory, so the server keeps one per context and never
+shares one between contexts. Building it means calling the definition's factory,
+attaching a SessionManager (session id ``"<def-name>:<contextId>"``, the checkpointer
+and the principal) and restoring history, AgentState and any suspended run from
+storage. Because everything is saved before a turn's result is returned, evicting an
+idle Agent loses nothing: the next request rebuilds it from storage, pending interrupts
+included. A context with a turn running or queued is never evicted.
+
+Turns on one context run one at a time, in arrival order: each takes a ticket when it
+arrives (synchronously, so the order is the order of the requests) and waits until its
+ticket is at the head of the line. With the ``reject`` policy a turn that would have to
+wait is refused with RunInProgressError (``409 context_busy``).
+
+No HTTP here: the cache is shared by every binding (native wire, A2A).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from agentkeel.agent import Agent
+from agentkeel.checkpoint.base import Checkpointer
+from agentkeel.errors import RunInProgressError
+from agentkeel.hooks.events import BeforeRunEvent
+from agentkeel.session import SessionManager
+from agentkeel.storage.base import SessionKey, SessionStorage
+
+__all__ = ["ContextCache", "ContextEntry", "TurnTicket"]
+
+logger = logging.getLogger(__name__)
+
+ConcurrencyPolicy = Literal["queue", "reject"]
+
+
+@dataclass(eq=False, slots=True)
+class TurnTicket:
+    """A turn's place in its context's line."""
+
+    ready: anyio.Event = field(default_factory=anyio.Event)
+
+
+@dataclass(eq=False, slots=True)
+class ContextEntry:
+    """A cached Agent and the bookkeeping that keeps its turns in order."""
+
+    key: SessionKey
+    agent: Agent
+    leases: int = 0
+    """Requests holding the entry between lookup and queueing (blocks eviction)."""
+    line: deque[TurnTicket] = field(default_factory=deque)
+    """Turns running (the head) or waiting, in arrival order."""
+    on_run_started: Callable[[str], Awaitable[None]] | None = None
+    """Told the run id when the current turn's run starts (set by the runner)."""
+
+    @property
+    def turns(self) -> int:
+        """Turns running or queued on this context."""
+        return len(self.line)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing holds the entry: it may be evicted."""
+        return self.leases == 0 and not self.line
+
+    def enqueue(self) -> TurnTicket:
+        """Join the line (synchronously, so the line keeps the order of arrival)."""
+        ticket = TurnTicket()
+        if not self.line:
+            ticket.ready.set()
+        self.line.append(ticket)
+        return ticket
+
+    def leave(self, ticket: TurnTicket) -> None:
+        """Leave the line (the turn ended, or gave up waiting); wake the next turn."""
+        try:
+            self.line.remove(ticket)
+        except ValueError:
+            return
+        if self.line:
+            self.line[0].ready.set()
+
+    async def notify_run_started(self, event: BeforeRunEvent) -> None:
+        """Hook callback: hand the run id of the turn that just started to the runner."""
+        if self.on_run_started is not None:
+            await self.on_run_started(event.context.run_id)
+
+
+class ContextCache:
+    """Agents per context, built by their definition's factory and restored from storage.
+
+    Args:
+        factories: Agent factories by definition name.
+        storage: Where sessions live.
+        checkpointer: Where suspended runs wait.
+        max_contexts: How many idle Agents to keep; busy ones may briefly exceed it.
+        policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses).
+        on_evict: Called once per eviction (metrics).
+    """
+
+    def __init__(
+        self,
+        factories: Mapping[str, Callable[[str], Agent]],
+        storage: SessionStorage,
+        checkpointer: Checkpointer,
+        *,
+        max_contexts: int = 1000,
+        policy: ConcurrencyPolicy = "queue",
+        on_evict: Callable[[], None] | None = None,
+    ) -> None:
+        self.factories = dict(factories)
+        self.storage = storage
+        self.checkpointer = checkpointer
+        self.max_contexts = max(1, max_contexts)
+        self.policy = policy
+        self.on_evict = on_evict
+        self.evictions = 0
+        self._entries: OrderedDict[SessionKey, ContextEntry] = OrderedDict()
+        self._busy: dict[SessionKey, anyio.Event] = {}
+        """Keys being built or deleted; lookups wait for them."""
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def queued_turns(self) -> int:
+        """Turns waiting behind a running turn, over every cached context."""
+        return sum(max(0, entry.turns - 1) for entry in self._entries.values())
+
+    def entries(self) -> list[ContextEntry]:
+        """A snapshot of the cached entries (shutdown cancels their runs)."""
+        return list(self._entries.values())
+
+    def session_manager(self, key: SessionKey) -> SessionManager:
+        """The SessionManager of `key` (thread id = context id, same key as the session)."""
+        return SessionManager(
+            key.session_id, self.storage, checkpointer=self.checkpointer, principal=key.principal
+        )
+
+    async def acquire(self, key: SessionKey) -> ContextEntry:
+        """The entry of `key`, built and restored if needed, leased until `release`."""
+        while True:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                entry.leases += 1
+                return entry
+            pending = self._busy.get(key)
+            if pending is not None:
+                await pending.wait()
+                continue
+            done = self._busy[key] = anyio.Event()
+            try:
+                entry = await self._build(key)
+            finally:
+                del self._busy[key]
+                done.set()
+            self._entries[key] = entry
+            entry.leases += 1
+            self._evict()
+            return entry
+
+    def release(self, entry: ContextEntry) -> None:
+        """End a lease taken by `acquire`."""
+        entry.leases -= 1
+        self._evict()
+
+    def join(self, entry: ContextEntry) -> TurnTicket:
+        """Queue a turn on `entry`; RunInProgressError when the policy is ``reject`` and busy."""
+        if self.policy == "reject" and entry.turns:
+            raise RunInProgressError(
+                f"context {entry.key.context_id} is running a turn; try again when it ends"
+            )
+        return entry.enqueue()
+
+    def leave(self, entry: ContextEntry, ticket: TurnTicket) -> None:
+        """A turn ended: free its place in line and evict if the cache is over its size."""
+        entry.leave(ticket)
+        self._evict()
+
+    def discard(self, key: SessionKey) -> None:
+        """Drop `key`'s Agent even if it is busy (its memory may differ from storage)."""
+        self._entries.pop(key, None)
+
+    async def exists(self, key: SessionKey) -> bool:
+        """Whether the context has anything: a cached Agent, a session, runs or a checkpoint."""
+        if key in self._entries:
+            return True
+        if await self.storage.load(key) is not None or await self.storage.list_runs(key):
+            return True
+        return await self.checkpointer.latest(key) is not None
+
+    async def delete(self, key: SessionKey) -> bool:
+        """Forget the context: its Agent, session, runs and checkpoints; False if unknown.
+
+        Raises:
+            RunInProgressError: A turn is running or queued on the context.
+        """
+        while (pending := self._busy.get(key)) is not None:
+            await pending.wait()
+        entry = self._entries.get(key)
+        if entry is not None and entry.turns:
+            raise RunInProgressError(
+                f"context {key.context_id} is running a turn; delete it when the turn ends"
+            )
+        done = self._busy[key] = anyio.Event()
+        try:
+            existed = await self.exists(key)
+            self._entries.pop(key, None)
+            if existed:
+                await self.session_manager(key).delete()
+            return existed
+        finally:
+            del self._busy[key]
+            done.set()
+
+    async def _build(self, key: SessionKey) -> ContextEntry:
+        factory = self.factories[key.definition]
+        agent = factory(key.context_id)
+        if agent.session_manager is not None:
+            logger.debug(
+                "definition=<%s> | replacing the factory's session manager", key.definition
+            )
+        agent.session_manager = self.session_manager(key)
+        await agent.restore()
+        entry = ContextEntry(key=key, agent=agent)
+        agent.hooks.add_callback(BeforeRunEvent, entry.notify_run_started)
+        return entry
+
+    def _evict(self) -> None:
+        excess = len(self._entries) - self.max_contexts
+        if excess <= 0:
+            return
+        victims: list[SessionKey] = []
+        for key, entry in self._entries.items():  # least recently used first
+            if entry.idle:
+                victims.append(key)
+                if len(victims) == excess:
+                    break
+        for key in victims:
+            del self._entries[key]
+            self.evictions += 1
+            if self.on_evict is not None:
+                self.on_evict()

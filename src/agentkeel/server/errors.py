@@ -1,0 +1,181 @@
+"""Exceptions to ``{"error": {"code", "message"}}`` responses, never a stack trace.
+
+Every error agentkeel raises carries its wire `code`; this module adds the HTTP status
+and the errors only the server raises (unknown agent, payload too large...). An
+exception that is not an AgentkeelError is a bug: it is logged here with its traceback
+and the client gets ``500 internal_error`` and nothing else. Storage and configuration
+failures are also logged in full and answered with a generic message, because their
+details (paths, file contents) are the server's business.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import ClassVar
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentkeel.errors import (
+    AgentkeelError,
+    ConfigurationError,
+    ContextNotFoundError,
+    InterruptError,
+    InterruptNotFoundError,
+    InterruptPendingError,
+    InvalidRequestError,
+    RunInProgressError,
+    StorageError,
+)
+from agentkeel.server.wire import error_body
+
+__all__ = [
+    "AgentNotFoundError",
+    "ErrorMiddleware",
+    "HTTPError",
+    "IdempotencyKeyReusedError",
+    "InvalidJSONError",
+    "PayloadTooLargeError",
+    "RouteNotFoundError",
+    "RunNotFoundError",
+    "ShuttingDownError",
+    "error_response",
+    "send_json",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class HTTPError(AgentkeelError):
+    """An error only the HTTP server raises; `status` is its HTTP status code."""
+
+    status: ClassVar[int] = 400
+
+
+class AgentNotFoundError(HTTPError):
+    """No agent definition has this name."""
+
+    code = "agent_not_found"
+    status = 404
+
+
+class RunNotFoundError(HTTPError):
+    """The context exists but no run events are retained for it (never ran, or expired)."""
+
+    code = "run_not_found"
+    status = 404
+
+
+class RouteNotFoundError(HTTPError):
+    """No endpoint at this path (or not with this method)."""
+
+    code = "not_found"
+    status = 404
+
+
+class PayloadTooLargeError(HTTPError):
+    """The request body is larger than ``server.maxBodyBytes``."""
+
+    code = "payload_too_large"
+    status = 413
+
+
+class InvalidJSONError(HTTPError):
+    """The request body is not JSON."""
+
+    code = "invalid_json"
+    status = 400
+
+
+class ShuttingDownError(HTTPError):
+    """The server is draining for a shutdown and takes no new turns."""
+
+    code = "shutting_down"
+    status = 503
+
+
+class IdempotencyKeyReusedError(HTTPError):
+    """An Idempotency-Key came back with a different request body."""
+
+    code = "idempotency_key_reused"
+    status = 422
+
+
+_STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
+    (InvalidRequestError, 400),
+    (ContextNotFoundError, 404),
+    (InterruptNotFoundError, 404),
+    (InterruptPendingError, 409),
+    (InterruptError, 409),
+    (RunInProgressError, 409),
+)
+_HIDDEN = (StorageError, ConfigurationError)
+"""Errors whose messages may hold paths or file contents: logged, not shown."""
+
+
+def error_response(exc: BaseException) -> tuple[int, bytes]:
+    """The status and JSON body for `exc`; logs what the client is not told."""
+    if isinstance(exc, HTTPError):
+        return exc.status, _dump(error_body(exc.code, exc.message))
+    if isinstance(exc, _HIDDEN):
+        logger.error("code=<%s> | request failed: %s", exc.code, exc.message)
+        message = "the server's session storage failed; the details are in its log"
+        if isinstance(exc, ConfigurationError):
+            message = "the server is misconfigured; the details are in its log"
+        return 500, _dump(error_body(exc.code, message))
+    if isinstance(exc, AgentkeelError):
+        status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
+        interrupt_id = exc.interrupt_id if isinstance(exc, InterruptPendingError) else None
+        return status, _dump(error_body(exc.code, exc.message, interrupt_id=interrupt_id))
+    logger.error("unexpected error while handling a request", exc_info=exc)
+    return 500, _dump(error_body("internal_error", "internal server error"))
+
+
+def _dump(body: object) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+async def send_json(
+    send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Send a whole JSON response through raw ASGI (for middleware)."""
+    raw_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(headers or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ErrorMiddleware:
+    """Pure ASGI: an exception raised before the response started becomes a JSON error.
+
+    After the response started (a stream), nothing can be sent any more: the error is
+    logged and the connection is closed by the server.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app; answer an exception raised before the response started."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:
+            if started:
+                logger.error("error after the response started", exc_info=exc)
+                return
+            status, body = error_response(exc)
+            await send_json(send, status, body)

@@ -1,0 +1,196 @@
+"""The native wire's endpoints: parse, find the context, run, encode (SPEC 3).
+
+Every handler reads the caller's principal from ``scope["state"]["principal"]`` (None
+while authentication is off), and every context key includes it, so an authentication
+middleware is all it takes to give each principal contexts of their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from agentkeel.errors import ContextNotFoundError, InvalidRequestError
+from agentkeel.ids import new_context_id, validate_context_id
+from agentkeel.messages import JSONValue
+from agentkeel.server.errors import AgentNotFoundError, RunNotFoundError
+from agentkeel.server.limits import JSON_BODY
+from agentkeel.server.runs import RunJob, ServerRuntime
+from agentkeel.server.streaming import SSEResponse
+from agentkeel.server.wire import parse_send_request
+from agentkeel.storage.base import SessionKey
+from agentkeel.storage.file import LocalFileStorage
+
+__all__ = [
+    "PRINCIPAL",
+    "delete_context",
+    "healthz",
+    "list_agents",
+    "metrics",
+    "readyz",
+    "reconnect",
+    "send",
+    "stream",
+]
+
+logger = logging.getLogger(__name__)
+
+PRINCIPAL = "principal"
+"""Key of the authenticated principal in ``scope["state"]`` (set by auth middleware)."""
+_MISSING = object()
+
+
+def _runtime(request: Request) -> ServerRuntime:
+    runtime: ServerRuntime = request.app.state.runtime
+    return runtime
+
+
+def _principal(request: Request) -> str | None:
+    principal = request.scope.get("state", {}).get(PRINCIPAL)
+    return principal if isinstance(principal, str) and principal else None
+
+
+def _definition(request: Request) -> str:
+    name = request.path_params["name"]
+    if name not in _runtime(request).framework.definitions:
+        raise AgentNotFoundError(f"no agent is named {name!r}")
+    return str(name)
+
+
+def _key(request: Request, definition: str, context_id: object) -> SessionKey:
+    return SessionKey(
+        definition=definition,
+        context_id=validate_context_id(context_id),
+        principal=_principal(request),
+    )
+
+
+def _body(request: Request) -> JSONValue:
+    body = request.scope.get("state", {}).get(JSON_BODY, _MISSING)
+    if body is _MISSING:
+        raise InvalidRequestError("the request body must be a JSON object")
+    value: JSONValue = body
+    return value
+
+
+async def stream(request: Request) -> Response | SSEResponse:
+    """``POST /agents/{name}/stream``: run one turn and stream its frames as SSE."""
+    runtime = _runtime(request)
+    job = await _start(request, runtime)
+    if job.channel is None:
+        raise RuntimeError("internal error: a started turn has no channel")
+    heartbeat = runtime.framework.server.heartbeat_seconds
+    return SSEResponse(job.channel.follow(job.start_after, heartbeat))
+
+
+async def send(request: Request) -> Response:
+    """``POST /agents/{name}/send``: run one turn and answer its SendResult."""
+    runtime = _runtime(request)
+    job = await _start(request, runtime)
+    await job.finished.wait()
+    if job.result is None:
+        raise RuntimeError("internal error: a finished turn has no result")
+    return JSONResponse(job.result)
+
+
+async def _start(request: Request, runtime: ServerRuntime) -> RunJob:
+    definition = _definition(request)
+    body = _body(request)
+    parsed = parse_send_request(body)
+    context_id = new_context_id() if parsed.context_id is None else parsed.context_id
+    key = _key(request, definition, context_id)
+    return await runtime.submit(
+        key, parsed, idempotency_key=request.headers.get("idempotency-key"), body=body
+    )
+
+
+async def reconnect(request: Request) -> SSEResponse:
+    """``GET /agents/{name}/contexts/{contextId}/stream``: replay, then follow live.
+
+    With ``Last-Event-ID: n`` the frames of the context's latest run after ``n`` are
+    replayed, then followed live up to the next ``done`` frame; without the header the
+    latest segment of the run (since its last suspension) is replayed from its start.
+    """
+    runtime = _runtime(request)
+    key = _key(request, _definition(request), request.path_params["context_id"])
+    header = request.headers.get("last-event-id")
+    if header is not None and not header.strip().isdigit():
+        raise InvalidRequestError("Last-Event-ID must be a frame id (a non-negative integer)")
+    channel = await runtime.streams.latest(key)
+    if channel is None:
+        if await runtime.cache.exists(key):
+            raise RunNotFoundError(
+                "no run events are retained for this context (none ran, or they expired)"
+            )
+        raise ContextNotFoundError(f"no context {key.context_id!r} for agent {key.definition!r}")
+    after = channel.latest_segment_start() if header is None else int(header)
+    heartbeat = runtime.framework.server.heartbeat_seconds
+    return SSEResponse(channel.follow(after, heartbeat))
+
+
+async def delete_context(request: Request) -> Response:
+    """``DELETE /agents/{name}/contexts/{contextId}``: forget everything about a context."""
+    runtime = _runtime(request)
+    key = _key(request, _definition(request), request.path_params["context_id"])
+    if not await runtime.cache.delete(key):
+        raise ContextNotFoundError(f"no context {key.context_id!r} for agent {key.definition!r}")
+    runtime.forget_context(key)
+    return Response(status_code=204)
+
+
+async def list_agents(request: Request) -> JSONResponse:
+    """``GET /agents``: names, descriptions, skills and A2A card URLs; never secrets."""
+    base = str(request.base_url).rstrip("/")
+    agents = [
+        {
+            "name": item.name,
+            "description": item.description,
+            "skills": list(item.skills),
+            "a2a": f"{base}/agents/{item.name}/a2a/.well-known/agent-card.json",
+        }
+        for item in _runtime(request).framework.definitions.values()
+    ]
+    return JSONResponse({"agents": agents})
+
+
+async def healthz(request: Request) -> JSONResponse:
+    """``GET /healthz``: the process answers."""
+    del request
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> JSONResponse:
+    """``GET /readyz``: storage is reachable and the server is not draining."""
+    runtime = _runtime(request)
+    if runtime.draining:
+        return JSONResponse({"status": "draining"}, status_code=503)
+    storage = runtime.framework.storage
+    try:
+        if isinstance(storage, LocalFileStorage):
+            _check_folder(storage.directory)
+        probe = SessionKey(definition="agentkeel-readyz", context_id="readyz")
+        await storage.load(probe)
+    except Exception as exc:
+        logger.warning("readyz | storage is not reachable: %r", exc)
+        return JSONResponse({"status": "unavailable", "storage": "unreachable"}, status_code=503)
+    return JSONResponse({"status": "ok"})
+
+
+def _check_folder(folder: Path) -> None:
+    """The session folder (or the nearest existing parent) must be writable."""
+    target = folder
+    while not target.exists() and target.parent != target:
+        target = target.parent
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise PermissionError(f"{target} is not writable")
+
+
+async def metrics(request: Request) -> PlainTextResponse:
+    """``GET /metrics``: Prometheus text format."""
+    return PlainTextResponse(
+        _runtime(request).metrics.render(), media_type="text/plain; version=0.0.4"
+    )

@@ -1,0 +1,114 @@
+"""Request limits as pure ASGI middleware: a body size cap (413) and a JSON guard (400).
+
+The body is read here, once: over ``maxBodyBytes`` (by Content-Length or by counting
+what arrives) it is refused with ``413 payload_too_large`` before a handler sees it, and
+on the JSON paths a body that does not parse is refused with ``400 invalid_json``. The
+parsed value is left in ``scope["state"]`` under `JSON_BODY` so the handler does not
+parse it twice, and the body is replayed to the app unchanged. Pure ASGI, not
+BaseHTTPMiddleware, so streaming responses pass straight through.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentkeel.server.errors import (
+    InvalidJSONError,
+    PayloadTooLargeError,
+    error_response,
+    send_json,
+)
+
+__all__ = ["JSON_BODY", "RequestLimits", "native_json_path"]
+
+JSON_BODY = "agentkeel.json_body"
+"""Key of the parsed JSON body in ``scope["state"]`` (absent for an empty body)."""
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def native_json_path(path: str) -> bool:
+    """The paths whose bodies are native-wire JSON (A2A routes parse their own)."""
+    return "/a2a" not in path
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+class RequestLimits:
+    """Refuse oversized bodies (413) and malformed JSON (400) as JSON error bodies.
+
+    Args:
+        app: The wrapped ASGI app.
+        max_body_bytes: The largest body accepted.
+        json_paths: Which paths must carry JSON; by default every path but A2A's.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        json_paths: Callable[[str], bool] = native_json_path,
+    ) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.json_paths = json_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read and check the body, then call the app with it replayed."""
+        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await self._read(scope, receive)
+            if body and self.json_paths(scope["path"]):
+                try:
+                    parsed = json.loads(body, parse_constant=_reject_constant)
+                except (ValueError, RecursionError):
+                    raise InvalidJSONError("the request body is not valid JSON") from None
+                scope.setdefault("state", {})[JSON_BODY] = parsed
+        except (PayloadTooLargeError, InvalidJSONError) as exc:
+            status, payload = error_response(exc)
+            await send_json(send, status, payload, [(b"connection", b"close")])
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    async def _read(self, scope: Scope, receive: Receive) -> bytes:
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
+                raise self._too_large()
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    def _too_large(self) -> PayloadTooLargeError:
+        return PayloadTooLargeError(f"the request body is larger than {self.max_body_bytes} bytes")
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that returns `body` once, then waits for the client's disconnect."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

@@ -1,0 +1,209 @@
+"""The native wire (SPEC 3 and 4): request models and the JSON of results and frames.
+
+This is the one module of the server where camelCase lives: it parses request bodies
+into typed values and builds the JSON objects that go out (SendResult, stream frames,
+error bodies) from agentkeel's own types. Frames are built as plain dicts rather than
+pydantic models because a token frame is built for every delta of every run: a dict
+literal costs a fraction of a model dump, and the shapes are pinned by the e2e tests.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
+
+from agentkeel.errors import InvalidRequestError
+from agentkeel.events import (
+    ErrorEvent,
+    InterruptEvent,
+    RunEvent,
+    StatusEvent,
+    StepEvent,
+    ThinkingEvent,
+    TokenEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from agentkeel.interrupts import Interrupt
+from agentkeel.messages import JSONObject, Message, TextPart
+from agentkeel.result import AgentResult
+
+__all__ = [
+    "ResumeRequest",
+    "SendRequest",
+    "WireMessage",
+    "WirePart",
+    "done_frame",
+    "error_body",
+    "event_frame",
+    "failed_done_frame",
+    "interrupt_json",
+    "parse_send_request",
+    "send_result",
+]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+class WirePart(_Wire):
+    """One part of a structured message; only text parts are understood."""
+
+    text: str
+    kind: str | None = None
+    """A2A 0.3 writes ``"kind": "text"``; accepted and ignored."""
+    metadata: JsonValue = None
+
+
+class WireMessage(_Wire):
+    """A structured message as A2A writes it: ``{"role": "user", "parts": [{"text": ...}]}``."""
+
+    role: Literal["user"]
+    parts: list[WirePart] = Field(min_length=1)
+    kind: str | None = None
+    message_id: str | None = Field(default=None, alias="messageId")
+    metadata: JsonValue = None
+
+
+class ResumeRequest(_Wire):
+    """An answer to a pending interrupt: a decision, or ``cancel`` to abandon the run."""
+
+    interrupt_id: str = Field(alias="interruptId", min_length=1)
+    decision: JsonValue = None
+    cancel: bool = False
+
+    @model_validator(mode="after")
+    def _decided(self) -> ResumeRequest:
+        if "decision" not in self.model_fields_set and not self.cancel:
+            raise ValueError('resume needs a "decision" or "cancel": true')
+        return self
+
+
+class SendRequest(_Wire):
+    """The body of ``POST /agents/{name}/stream`` and ``/send``."""
+
+    message: str | WireMessage | None = None
+    context_id: JsonValue = Field(default=None, alias="contextId")
+    """Validated separately, so that a bad id gets its own error code."""
+    resume: ResumeRequest | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> SendRequest:
+        if (self.message is None) == (self.resume is None):
+            raise ValueError('send either a "message" or a "resume", exactly one of them')
+        if self.resume is not None and self.context_id is None:
+            raise ValueError('a "resume" needs the "contextId" of the suspended run')
+        return self
+
+    def prompt(self) -> str | Message:
+        """The message as the Agent takes it."""
+        if isinstance(self.message, WireMessage):
+            parts = tuple(TextPart(text=part.text) for part in self.message.parts)
+            return Message(role="user", parts=parts)
+        if self.message is None:
+            raise InvalidRequestError("this request carries no message")
+        return self.message
+
+
+def parse_send_request(body: object) -> SendRequest:
+    """Validate a request body; InvalidRequestError names the first offending field."""
+    if not isinstance(body, dict):
+        raise InvalidRequestError("the request body must be a JSON object")
+    try:
+        return SendRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        raise InvalidRequestError(f"{where}: {message}" if where else message) from None
+
+
+def interrupt_json(item: Interrupt) -> JSONObject:
+    """A pending interrupt as clients see it (the tool input stays on the server)."""
+    data: JSONObject = {"id": item.id, "kind": item.kind, "tool": item.tool}
+    if item.prompt is not None:
+        data["prompt"] = item.prompt
+    return data
+
+
+def _event_json(event: RunEvent) -> JSONObject:
+    if isinstance(event, TokenEvent | ThinkingEvent):
+        return {"type": event.type, "text": event.text}
+    if isinstance(event, StepEvent):
+        return {"type": "step", "step": event.step}
+    if isinstance(event, StatusEvent):
+        return {"type": "status", "status": event.status}
+    if isinstance(event, ToolCallEvent):
+        return {"type": "tool_call", "id": event.id, "name": event.name}
+    if isinstance(event, ToolResultEvent):
+        return {"type": "tool_result", "id": event.id, "name": event.name, "status": event.status}
+    if isinstance(event, InterruptEvent):
+        data: JSONObject = {"type": "interrupt", "id": event.id, "kind": event.kind}
+        if event.tool is not None:
+            data["tool"] = event.tool
+        if event.prompt is not None:
+            data["prompt"] = event.prompt
+        return data
+    if isinstance(event, ErrorEvent):
+        return {"type": "error", "code": event.code, "message": event.message}
+    raise TypeError(f"not a run event: {event!r}")
+
+
+def event_frame(context_id: str, run_id: str, event: RunEvent) -> JSONObject:
+    """The data of one event frame; a swarm member's frames also carry ``agent``."""
+    frame: JSONObject = {"contextId": context_id, "runId": run_id, "event": _event_json(event)}
+    if event.agent is not None:
+        frame["agent"] = event.agent
+    return frame
+
+
+def send_result(context_id: str, result: AgentResult) -> JSONObject:
+    """The SendResult of a run: the body of ``send`` and the fields of the done frame."""
+    data: JSONObject = {
+        "contextId": context_id,
+        "runId": result.run_id,
+        "status": result.status,
+        "text": result.text,
+        "toolCalls": list(result.tool_names),
+    }
+    if result.interrupt is not None:
+        data["interrupt"] = interrupt_json(result.interrupt)
+    if result.error is not None:
+        data["error"] = {"code": result.error.code, "message": result.error.message}
+    return data
+
+
+def done_frame(context_id: str, result: AgentResult) -> JSONObject:
+    """The data of the last frame of a stream: ``done: true`` and the SendResult fields."""
+    data = send_result(context_id, result)
+    return {"contextId": data.pop("contextId"), "runId": data.pop("runId"), "done": True, **data}
+
+
+def failed_done_frame(
+    context_id: str,
+    run_id: str,
+    code: str,
+    message: str,
+    *,
+    status: Literal["failed", "cancelled"] = "failed",
+) -> JSONObject:
+    """A done frame for a run the server could not finish (nothing more was saved)."""
+    return {
+        "contextId": context_id,
+        "runId": run_id,
+        "done": True,
+        "status": status,
+        "text": "",
+        "toolCalls": [],
+        "error": {"code": code, "message": message},
+    }
+
+
+def error_body(code: str, message: str, *, interrupt_id: str | None = None) -> JSONObject:
+    """``{"error": {"code", "message"}}``; ``interruptId`` names a pending interrupt."""
+    error: JSONObject = {"code": code, "message": message}
+    if interrupt_id is not None:
+        error["interruptId"] = interrupt_id
+    return {"error": error}
