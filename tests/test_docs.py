@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-RUNNABLE = ["concepts.md"]
+RUNNABLE = ["concepts.md", "swarm.md"]
 
 
 def python_blocks(name: str) -> list[str]:

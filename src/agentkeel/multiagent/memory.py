@@ -1,0 +1,162 @@
+"""SwarmMemory: what a swarm remembers between runs, and when it is saved.
+
+The members keep their own histories and states (each with its own SessionManager);
+the swarm remembers the rest: the shared state, the active member, the suspended
+member, the open run and the last handoff trail. It saves them at every handoff and
+before a run's result is returned, so that a crash loses at most the member run in
+progress, and a suspended swarm resumes in the right member after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from agentkeel.agent import Agent
+from agentkeel.ids import new_run_id
+from agentkeel.interrupts import Interrupt
+from agentkeel.multiagent.loop import SwarmOutcome
+from agentkeel.multiagent.record import SwarmRecord, SwarmRunState
+from agentkeel.multiagent.result import HandoffRecord, SwarmResult
+from agentkeel.multiagent.session import SwarmSession, run_record
+from agentkeel.result import ErrorInfo
+from agentkeel.state import SharedState
+
+__all__ = ["SwarmMemory"]
+
+logger = logging.getLogger(__name__)
+
+
+class SwarmMemory:
+    """The swarm's position in its conversation, persisted through a SwarmSession."""
+
+    def __init__(
+        self, *, members: Mapping[str, Agent], entry: str, shared_state: SharedState
+    ) -> None:
+        self.members = members
+        self.shared_state = shared_state
+        self.session: SwarmSession | None = None
+        self.active = entry
+        """The member the next prompt goes to."""
+        self.suspended: str | None = None
+        """The member whose pending interrupts suspend the swarm."""
+        self.run: SwarmRunState | None = None
+        """The run in progress or suspended."""
+        self.trail: tuple[HandoffRecord, ...] = ()
+        """The handoff trail of the current run, or of the last one."""
+        self.restored = False
+
+    @property
+    def pending_interrupts(self) -> tuple[Interrupt, ...]:
+        """The suspended member's pending interrupts."""
+        if self.suspended is None:
+            return ()
+        return self.members[self.suspended].pending_interrupts
+
+    async def restore(self) -> None:
+        """Attach each member's session, restore the members, then the swarm's record."""
+        if self.restored:
+            return
+        session = self.session
+        if session is not None:
+            for member in self.members.values():
+                member.session_manager = session.member_manager(member.name)
+        for member in self.members.values():
+            await member.restore()
+        record = None if session is None else await session.load()
+        if record is not None:
+            self.shared_state.replace(record.shared)
+            if record.active in self.members:
+                self.active = record.active
+            self.trail = record.handoffs
+        self._adopt_suspension(record)
+        self.restored = True
+
+    def begin(self, text: str) -> SwarmRunState:
+        """Open a new run."""
+        self.suspended = None
+        self.run = SwarmRunState(run_id=new_run_id(), input=text, started_at=time.time())
+        return self.run
+
+    async def finish(
+        self, run: SwarmRunState, outcome: SwarmOutcome, context_id: str | None
+    ) -> SwarmResult:
+        """Commit the run's end, save it, and build its result (saved before returned)."""
+        self.active = outcome.agent
+        self.suspended = outcome.agent if outcome.status == "suspended" else None
+        if outcome.status != "suspended":
+            self.run = None
+        self.trail = tuple(run.handoffs)
+        result = SwarmResult(
+            run_id=run.run_id,
+            status=outcome.status,
+            text=outcome.text,
+            agent=outcome.agent,
+            handoffs=tuple(run.handoffs),
+            results=tuple(run.results),
+            tool_calls=run.tool_calls(),
+            usage=run.usage(),
+            shared_context=self.shared_state.to_dict(),
+            interrupts=outcome.interrupts,
+            error=outcome.error,
+            context_id=context_id,
+        )
+        if self.session is not None:
+            await self.session.save(self._record(run if self.suspended else None))
+            await self.session.put_run(run_record(run, result))
+        return result
+
+    async def save(self, run: SwarmRunState) -> None:
+        """Save progress at a handoff: shared state, the member now active, the trail."""
+        self.active = run.member or self.active
+        self.trail = tuple(run.handoffs)
+        if self.session is not None:
+            await self.session.save(self._record(run))
+
+    async def abandon(self, run: SwarmRunState, context_id: str | None) -> None:
+        """A run left by an exception or a cancellation: kept only if still suspended."""
+        member = self.members.get(run.member or "")
+        if member is None or not member.pending_interrupts:
+            self.suspended = None
+        if self.suspended is not None or self.run is not run:
+            return
+        error = ErrorInfo(code="cancelled", message="the run was cancelled")
+        outcome = SwarmOutcome(status="cancelled", agent=run.member or self.active, error=error)
+        try:
+            await self.finish(run, outcome, context_id)
+        except Exception:
+            logger.warning("run=<%s> | could not save an abandoned swarm run", run.run_id)
+
+    def _record(self, run: SwarmRunState | None) -> SwarmRecord:
+        return SwarmRecord(
+            members=tuple(self.members),
+            active=self.active,
+            shared=self.shared_state.to_dict(),
+            suspended=self.suspended,
+            run=run,
+            handoffs=self.trail,
+        )
+
+    def _adopt_suspension(self, record: SwarmRecord | None) -> None:
+        """Suspend the swarm where a member has pending interrupts.
+
+        The members decide, not the record: a crash may have come between a member's
+        save and the swarm's.
+        """
+        suspended = [name for name, member in self.members.items() if member.pending_interrupts]
+        run = None if record is None else record.run
+        if not suspended:
+            if run is not None:
+                logger.info("run=<%s> | dropping a swarm run a restart interrupted", run.run_id)
+            self.suspended = self.run = None
+            return
+        name = suspended[0]
+        if record is not None and record.suspended in suspended:
+            name = record.suspended
+        if run is None or run.member != name:
+            run = SwarmRunState(
+                run_id=new_run_id(), input=None, started_at=time.time(), member=name, iterations=1
+            )
+        self.suspended = self.active = name
+        self.run = run
