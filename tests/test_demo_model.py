@@ -32,6 +32,7 @@ from agentkeel.models.base import (
 )
 from agentkeel.models.demo import DemoModel
 from agentkeel.models.registry import model_from_config
+from agentkeel.multiagent import Swarm
 from agentkeel.result import AgentResult
 from agentkeel.tools.builtin import current_time, read_state, write_state
 from agentkeel.tools.demo import DEMO_TOOLS, ask_user, delete_file, demo_agent
@@ -425,3 +426,22 @@ def test_demo_tools_and_agent() -> None:
     assert agent.model.name == "demo"
     assert set(agent.tools) == {t.name for t in DEMO_TOOLS}
     assert demo_agent().description
+
+
+@pytest.mark.anyio
+async def test_a_swarm_member_routes_by_the_rules_in_its_system_prompt() -> None:
+    triage = Agent(
+        DemoModel(token_delay=0),
+        name="triage",
+        system_prompt="You are the triage desk. Routes: time -> clock, remember -> memory.",
+    )
+    clock = Agent(DemoModel(token_delay=0), name="clock", tools=[current_time])
+    memory = Agent(DemoModel(token_delay=0), name="memory", tools=[write_state])
+    swarm = Swarm([triage, clock, memory])
+    timed = await swarm.invoke_async("What time is it?")
+    assert [(h.from_agent, h.to_agent) for h in timed.handoffs] == [("triage", "clock")]
+    assert timed.text.startswith("It is ")
+    chat = await Swarm(
+        [Agent(DemoModel(token_delay=0), name="solo", system_prompt="Routes: time -> x")]
+    ).invoke_async("hello")
+    assert chat.handoffs == () and chat.text.startswith('You said: "hello".')

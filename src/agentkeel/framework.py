@@ -47,6 +47,8 @@ from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.loop import RunLimits
 from agentkeel.models.base import Model
 from agentkeel.models.registry import KNOWN_PROVIDERS, model_from_config
+from agentkeel.multiagent import Swarm, SwarmLimits
+from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
@@ -63,8 +65,8 @@ __all__ = [
     "parse_duration",
 ]
 
-AgentFactory = Callable[[str], Agent]
-"""Builds a new Agent for one context id; never returns an Agent shared between contexts."""
+AgentFactory = Callable[[str], Agent | Swarm]
+"""Builds a new Agent (or Swarm) for one context id; never one shared between contexts."""
 
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -96,8 +98,8 @@ class ServerSettings:
 
     host: str = "127.0.0.1"
     port: int = 8000
-    ui: bool = False
-    """Serve the demo chat page at ``/`` when it is bundled."""
+    ui: bool = True
+    """Serve the demo chat page at ``/`` (it is bundled in the package); false turns it off."""
     max_body_bytes: int = 1_048_576
     concurrency: Literal["queue", "reject"] = "queue"
     """A turn on a busy context waits in line (``queue``) or gets ``409 context_busy``."""
@@ -127,6 +129,8 @@ class AgentDefinition:
     factory: AgentFactory
     skills: tuple[str, ...] = ()
     """The names of the agent's tools."""
+    kind: Literal["agent", "swarm"] = "agent"
+    """A swarm keeps its members' memory beside its own session (see docs/swarm.md)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,12 +195,33 @@ class _FactoryAgent(_Strict):
     description: str = ""
 
 
+class _InlineMember(_DeclaredAgent):
+    name: str
+
+
+class _SwarmSpec(_Strict):
+    members: list[str | _InlineMember] = Field(min_length=1)
+    entry: str | None = None
+    max_handoffs: int | None = Field(default=None, ge=0)
+    max_iterations: int | None = Field(default=None, ge=1)
+    timeout: float | None = Field(default=None, gt=0)
+
+
+class _SwarmAgent(_Strict):
+    swarm: _SwarmSpec
+    description: str = ""
+
+
 def _agent_kind(value: object) -> str:
-    return "factory" if isinstance(value, dict) and "factory" in value else "declared"
+    if isinstance(value, dict) and "factory" in value:
+        return "factory"
+    return "swarm" if isinstance(value, dict) and "swarm" in value else "declared"
 
 
 _AgentConfig = Annotated[
-    Annotated[_DeclaredAgent, Tag("declared")] | Annotated[_FactoryAgent, Tag("factory")],
+    Annotated[_DeclaredAgent, Tag("declared")]
+    | Annotated[_FactoryAgent, Tag("factory")]
+    | Annotated[_SwarmAgent, Tag("swarm")],
     Discriminator(_agent_kind),
 ]
 
@@ -208,7 +233,7 @@ class _Checkpointer(_Strict):
 class _Server(_Strict):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8000, ge=0, le=65535)
-    ui: bool = False
+    ui: bool = True
     max_body_bytes: int = Field(default=1_048_576, ge=1)
     concurrency: Literal["queue", "reject"] = "queue"
     cors: list[str] = []
@@ -265,9 +290,13 @@ class _Loader:
             parsed = _File.model_validate(data)
         except ValidationError as exc:
             raise ConfigurationError(self._describe(exc)) from None
-        definitions = {
-            name: self.definition(name, config) for name, config in parsed.agents.items()
-        }
+        definitions: dict[str, AgentDefinition] = {}
+        for name, config in parsed.agents.items():  # swarms last: they use the others
+            if not isinstance(config, _SwarmAgent):
+                definitions[name] = self.definition(name, config)
+        for name, config in parsed.agents.items():
+            if isinstance(config, _SwarmAgent):
+                definitions[name] = self.swarm_definition(name, config, definitions)
         return Framework(
             definitions=definitions,
             storage=self.storage(parsed),
@@ -333,7 +362,15 @@ class _Loader:
             )
         if isinstance(config, _FactoryAgent):
             return self.factory_definition(name, config)
-        prefix = f"agents.{name}"
+        build, skills = self.declared(f"agents.{name}", name, config)
+        return AgentDefinition(
+            name=name, description=config.description, factory=build, skills=skills
+        )
+
+    def declared(
+        self, prefix: str, name: str, config: _DeclaredAgent
+    ) -> tuple[Callable[[str], Agent], tuple[str, ...]]:
+        """An Agent factory (and its tool names) for one declared agent."""
         tools = [self.tool(f"{prefix}.tools[{i}]", ref) for i, ref in enumerate(config.tools)]
         names = {item.name for item in tools}
         for index, approved in enumerate(config.approve):
@@ -360,9 +397,43 @@ class _Loader:
                 limits=limits,
             )
 
-        skills = tuple(item.name for item in tools)
+        return build, tuple(item.name for item in tools)
+
+    def swarm_definition(
+        self, name: str, config: _SwarmAgent, others: Mapping[str, AgentDefinition]
+    ) -> AgentDefinition:
+        """A swarm of other definitions and inline members, built anew per context."""
+        prefix, spec = f"agents.{name}.swarm", config.swarm
+        members: list[tuple[str, Callable[[str], object]]] = []
+        for index, member in enumerate(spec.members):
+            path = f"{prefix}.members[{index}]"
+            if isinstance(member, _InlineMember):
+                members.append((member.name, self.declared(path, member.name, member)[0]))
+            elif (other := others.get(member)) is None or other.kind != "agent":
+                raise self.error(path, f"{member!r} is not an agent definition of this file")
+            else:
+                members.append((member, other.factory))
+        defaults = SwarmLimits()
+        try:
+            limits = SwarmLimits(
+                max_handoffs=defaults.max_handoffs
+                if spec.max_handoffs is None
+                else spec.max_handoffs,
+                max_iterations=spec.max_iterations or defaults.max_iterations,
+                timeout=spec.timeout or defaults.timeout,
+            )
+            build = swarm_factory(
+                name, members, description=config.description, entry=spec.entry, limits=limits
+            )
+            probe = build(_PROBE_CONTEXT)  # fail at start, not on the first request
+        except ConfigurationError as exc:
+            raise self.error(prefix, exc.message) from None
         return AgentDefinition(
-            name=name, description=config.description, factory=build, skills=skills
+            name=name,
+            description=config.description,
+            factory=build,
+            skills=tuple(probe.tools),
+            kind="swarm",
         )
 
     def factory_definition(self, name: str, config: _FactoryAgent) -> AgentDefinition:
@@ -434,19 +505,20 @@ class _Loader:
 
 def _is_union_tag(loc: tuple[int | str, ...], index: int) -> bool:
     """Whether `loc[index]` is the tag pydantic inserts for the agent union."""
-    return index == 2 and loc[0] == "agents" and loc[index] in ("declared", "factory")
+    return index == 2 and loc[0] == "agents" and loc[index] in ("declared", "factory", "swarm")
 
 
 def checked_factory(target: Callable[..., object], name: str) -> AgentFactory:
-    """Wrap a user factory so that it must return an Agent (or fail with a clear error)."""
+    """Wrap a user factory so that it must return an Agent or a Swarm (or fail clearly)."""
 
-    def build(context_id: str) -> Agent:
-        agent = target(context_id)
-        if not isinstance(agent, Agent):
+    def build(context_id: str) -> Agent | Swarm:
+        built = target(context_id)
+        if not isinstance(built, Agent | Swarm):
             raise ConfigurationError(
-                f"the factory of agent {name!r} returned {type(agent).__name__}, not an Agent"
+                f"the factory of agent {name!r} returned {type(built).__name__}, "
+                "not an Agent or a Swarm"
             )
-        return agent
+        return built
 
     return build
 

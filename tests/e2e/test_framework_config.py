@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agentkeel.agent import Agent
 from agentkeel.checkpoint.file import FileCheckpointer
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import load_framework, parse_duration
@@ -138,7 +139,8 @@ def test_the_example_framework_loads() -> None:
     assert framework.storage.directory == EXAMPLE.parent / "data" / "sessions"
     agent = demo.factory("ctx-example")
     assert agent is not demo.factory("ctx-example")
-    assert agent.approve == frozenset({"delete_file"})
+    assert isinstance(agent, Agent) and agent.approve == frozenset({"delete_file"})
+    assert framework.definitions["helpdesk"].kind == "swarm"
 
 
 def test_serve_refuses_to_start_with_a_clear_message(tmp_path: Path) -> None:

@@ -63,6 +63,8 @@ _REMEMBER = re.compile(
 _TOLD = re.compile(r"\bwhat\s+did\s+i\s+tell\s+you(?:\s+about\s+(?P<key>[^?.!]+))?", _FLAGS)
 _RECALL = re.compile(r"\b(?:what(?:'s|\s+is|\s+are|\s+was)\s+my|recall)\s+(?P<key>[^?.!]+)", _FLAGS)
 _MY_IS = re.compile(r"\bmy\s+(?P<key>.+?)\s+(?:is|are)\s+(?P<value>.+)", _FLAGS)
+_ROUTE = re.compile(r"(?P<keyword>[a-z][a-z ]*?)\s*->\s*(?P<member>[a-z0-9_-]+)", _FLAGS)
+"""A routing rule in a swarm member's system prompt: ``time -> clock``."""
 _TIME = re.compile(r"\b(?:time|clock|date)\b", _FLAGS)
 _ZONE = re.compile(
     r"(?<![\w/])(?P<zone>(?:africa|america|antarctica|asia|atlantic|australia|europe|indian"
@@ -151,6 +153,8 @@ def _plan(request: ModelRequest) -> _Plan:
 def _plan_for_text(text: str, request: ModelRequest) -> _Plan:
     """The rules, most specific first (so "remember that my date is ..." is memory)."""
     available = {spec.name for spec in request.tools}
+    if (routed := _route(text, request.system_prompt, available)) is not None:
+        return routed
     if match := _DELETE.search(text):
         path = match["path"].rstrip(".") or match["path"]
         return _use(
@@ -199,6 +203,28 @@ def _plan_for_text(text: str, request: ModelRequest) -> _Plan:
         thinking="No tool is needed for this; I will echo it and say what I can do.",
         text=f'You said: "{text.strip()}". {_CAPABILITIES}',
     )
+
+
+def _route(text: str, system_prompt: str | None, available: set[str]) -> _Plan | None:
+    """In a swarm, hand the request to the member its system prompt routes it to.
+
+    The routes are ``keyword -> member`` pairs in the system prompt (e.g. a triage desk's
+    ``Routes: time -> clock, remember -> memory``); the first keyword found in the text
+    wins. Without the handoff tool or a matching route, the member answers itself.
+    """
+    if "handoff_to_agent" not in available or not system_prompt:
+        return None
+    lowered = text.lower()
+    for match in _ROUTE.finditer(system_prompt):
+        keyword = match["keyword"].strip().lower().split()[-1]
+        if keyword and re.search(rf"\b{re.escape(keyword)}", lowered):
+            member = match["member"]
+            return _Plan(
+                thinking=f"This is about {keyword}; {member} handles that, so I hand it over.",
+                tool="handoff_to_agent",
+                tool_input={"name": member, "message": text.strip()},
+            )
+    return None
 
 
 def _use(available: set[str], tool: str, tool_input: JSONObject, thinking: str) -> _Plan:

@@ -26,10 +26,10 @@ from typing import Literal
 
 import anyio
 
-from agentkeel.agent import Agent
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import RunInProgressError
 from agentkeel.hooks.events import BeforeRunEvent
+from agentkeel.serving import Served, ServedFactory, attach_session, forget_context
 from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
 
@@ -52,7 +52,7 @@ class ContextEntry:
     """A cached Agent and the bookkeeping that keeps its turns in order."""
 
     key: SessionKey
-    agent: Agent
+    agent: Served
     leases: int = 0
     """Requests holding the entry between lookup and queueing (blocks eviction)."""
     line: deque[TurnTicket] = field(default_factory=deque)
@@ -103,19 +103,23 @@ class ContextCache:
         max_contexts: How many idle Agents to keep; busy ones may briefly exceed it.
         policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses).
         on_evict: Called once per eviction (metrics).
+        swarms: The definitions whose factories build a Swarm.
     """
 
     def __init__(
         self,
-        factories: Mapping[str, Callable[[str], Agent]],
+        factories: Mapping[str, ServedFactory],
         storage: SessionStorage,
         checkpointer: Checkpointer,
         *,
         max_contexts: int = 1000,
         policy: ConcurrencyPolicy = "queue",
         on_evict: Callable[[], None] | None = None,
+        swarms: frozenset[str] = frozenset(),
     ) -> None:
         self.factories = dict(factories)
+        self.swarms = swarms
+        """Definitions that build swarms (their members' sessions are deleted with them)."""
         self.storage = storage
         self.checkpointer = checkpointer
         self.max_contexts = max(1, max_contexts)
@@ -215,7 +219,12 @@ class ContextCache:
             existed = await self.exists(key)
             self._entries.pop(key, None)
             if existed:
-                await self.session_manager(key).delete()
+                await forget_context(
+                    key,
+                    self.storage,
+                    self.checkpointer,
+                    swarm=key.definition in self.swarms,
+                )
             return existed
         finally:
             del self._busy[key]
@@ -224,11 +233,7 @@ class ContextCache:
     async def _build(self, key: SessionKey) -> ContextEntry:
         factory = self.factories[key.definition]
         agent = factory(key.context_id)
-        if agent.session_manager is not None:
-            logger.debug(
-                "definition=<%s> | replacing the factory's session manager", key.definition
-            )
-        agent.session_manager = self.session_manager(key)
+        attach_session(agent, key, self.storage, self.checkpointer)
         await agent.restore()
         entry = ContextEntry(key=key, agent=agent)
         agent.hooks.add_callback(BeforeRunEvent, entry.notify_run_started)

@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -37,6 +37,7 @@ from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.framework import Framework
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
 from agentkeel.messages import JSONObject, JSONValue
+from agentkeel.multiagent import SwarmResult
 from agentkeel.result import AgentResult
 from agentkeel.server.contexts import ContextCache, ContextEntry, TurnTicket
 from agentkeel.server.errors import IdempotencyKeyReusedError, ShuttingDownError
@@ -95,6 +96,9 @@ class ServerRuntime:
             max_contexts=framework.max_contexts,
             policy=framework.server.concurrency,
             on_evict=self.metrics.evictions.inc,
+            swarms=frozenset(
+                name for name, item in framework.definitions.items() if item.kind == "swarm"
+            ),
         )
         self.streams = RetainedStreams(framework.storage, framework.retention.events)
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
@@ -272,7 +276,7 @@ class ServerRuntime:
 
     def _action(
         self, entry: ContextEntry, request: SendRequest
-    ) -> partial[Coroutine[object, object, AgentResult]]:
+    ) -> Callable[..., Awaitable[AgentResult | SwarmResult]]:
         """What to call on the Agent; refuses what cannot start, before anything runs."""
         agent = entry.agent
         pending = agent.pending_interrupts
@@ -328,7 +332,7 @@ class ServerRuntime:
             logger.exception("session=<%s> | a turn failed unexpectedly", job.key.session_id)
             await self._fail(job, entry, "internal_error", "internal server error")
             return
-        if not isinstance(result, AgentResult) or job.channel is None:
+        if not isinstance(result, AgentResult | SwarmResult) or job.channel is None:
             raise RuntimeError("internal error: a run ended without a result or a start")
         await self._finish(job, job.channel, done_frame(job.key.context_id, result))
         job.result = send_result(job.key.context_id, result)

@@ -27,7 +27,7 @@ from agentkeel.events import (
 )
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import JSONObject, Message, TextPart
-from agentkeel.result import AgentResult
+from agentkeel.serving import ServedResult
 
 __all__ = [
     "ResumeRequest",
@@ -159,7 +159,7 @@ def event_frame(context_id: str, run_id: str, event: RunEvent) -> JSONObject:
     return frame
 
 
-def send_result(context_id: str, result: AgentResult) -> JSONObject:
+def send_result(context_id: str, result: ServedResult) -> JSONObject:
     """The SendResult of a run: the body of ``send`` and the fields of the done frame."""
     data: JSONObject = {
         "contextId": context_id,
@@ -175,7 +175,7 @@ def send_result(context_id: str, result: AgentResult) -> JSONObject:
     return data
 
 
-def done_frame(context_id: str, result: AgentResult) -> JSONObject:
+def done_frame(context_id: str, result: ServedResult) -> JSONObject:
     """The data of the last frame of a stream: ``done: true`` and the SendResult fields."""
     data = send_result(context_id, result)
     return {"contextId": data.pop("contextId"), "runId": data.pop("runId"), "done": True, **data}

@@ -1,0 +1,109 @@
+"""What a server serves: an Agent or a Swarm, behind one small interface.
+
+The server (native wire and A2A) only needs a handful of members from what it serves;
+`Servable` names them, and `ServedResult` names what it reads from a run's result. An
+Agent and a Swarm both satisfy them, so a swarm is served exactly like an agent (the
+seed's recipe: "expose an A2A agent that wraps the swarm"). The two functions below are
+the only places that know the difference: how a context's memory is attached, and how
+it is forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeAlias
+
+from agentkeel.agent import Agent
+from agentkeel.checkpoint.base import Checkpointer
+from agentkeel.errors import ConfigurationError
+from agentkeel.interrupts import Interrupt
+from agentkeel.multiagent import Swarm, SwarmSession
+from agentkeel.result import ErrorInfo
+from agentkeel.session import SessionManager
+from agentkeel.storage.base import SessionKey, SessionStorage
+from agentkeel.tools.decorator import Tool
+
+__all__ = [
+    "Served",
+    "ServedFactory",
+    "ServedResult",
+    "attach_session",
+    "checked_served",
+    "forget_context",
+]
+
+Served: TypeAlias = Agent | Swarm
+"""What a definition's factory may build for a context."""
+ServedFactory: TypeAlias = Callable[[str], Served]
+
+
+class ServedResult(Protocol):
+    """The fields of a run's result that reach the wire (AgentResult and SwarmResult)."""
+
+    @property
+    def run_id(self) -> str: ...  # noqa: D102
+    @property
+    def status(self) -> str: ...  # noqa: D102
+    @property
+    def text(self) -> str: ...  # noqa: D102
+    @property
+    def tool_names(self) -> list[str]: ...  # noqa: D102
+    @property
+    def interrupt(self) -> Interrupt | None: ...  # noqa: D102
+    @property
+    def error(self) -> ErrorInfo | None: ...  # noqa: D102
+
+
+def checked_served(target: object, definition: str) -> Served:
+    """`target` if a factory built something servable, else a ConfigurationError."""
+    if isinstance(target, Agent | Swarm):
+        return target
+    raise ConfigurationError(
+        f"the factory of {definition!r} returned {type(target).__name__}, not an Agent or a Swarm"
+    )
+
+
+def skills_of(served: Served) -> tuple[str, ...]:
+    """Tool names for `GET /agents` and the agent card (a swarm: its members' tools)."""
+    tools: Mapping[str, Tool] = served.tools
+    return tuple(tools)
+
+
+def attach_session(
+    served: Served, key: SessionKey, storage: SessionStorage, checkpointer: Checkpointer
+) -> None:
+    """Give a freshly built context its persistent memory under `key`."""
+    if isinstance(served, Swarm):
+        served.session = SwarmSession(
+            key.definition,
+            key.context_id,
+            storage,
+            checkpointer=checkpointer,
+            principal=key.principal,
+        )
+        return
+    served.session_manager = SessionManager(
+        key.session_id, storage, checkpointer=checkpointer, principal=key.principal
+    )
+
+
+async def forget_context(
+    key: SessionKey, storage: SessionStorage, checkpointer: Checkpointer, *, swarm: bool
+) -> None:
+    """Delete everything stored for a context: sessions, runs, checkpoints.
+
+    A swarm's members keep their memory in sessions of their own beside the swarm's,
+    which the swarm's record lists; an agent has the one session.
+    """
+    if swarm:
+        await SwarmSession(
+            key.definition,
+            key.context_id,
+            storage,
+            checkpointer=checkpointer,
+            principal=key.principal,
+        ).delete()
+        return
+    await SessionManager(
+        key.session_id, storage, checkpointer=checkpointer, principal=key.principal
+    ).delete()
