@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck fmt bench clean
+JS := clients/js
+PAGE := src/agentkeel/server/static/index.html
+
+.PHONY: install run test test-python test-js js-deps chromium lint typecheck fmt bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,11 +17,32 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: $(STAMP)
+# The chat page ships built inside the package; rebuild it only when it is missing.
+$(PAGE):
+	cd $(JS) && npm ci --no-audit --no-fund && npm run build
+
+run: $(STAMP) $(PAGE)
 	$(BIN)/agentkeel serve examples/framework.json
 
-test: $(STAMP)
+test: test-python test-js
+
+test-python: $(STAMP)
 	$(BIN)/python -m pytest
+
+$(JS)/node_modules/.package-lock.json: $(JS)/package-lock.json
+	cd $(JS) && npm ci --no-audit --no-fund
+
+js-deps: $(JS)/node_modules/.package-lock.json
+
+# Browser tests drive Debian's Chromium; never a downloaded browser build.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test-js: $(STAMP) js-deps chromium
+	cd $(JS) && npm run typecheck && npm run build && npm test && \
+		AGENTKEEL_SERVE="$(CURDIR)/$(BIN)/agentkeel serve" npm run test:browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -20,8 +20,9 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
-from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkeel.agent import Agent
 from agentkeel.checkpoint.base import Checkpointer
@@ -53,6 +54,21 @@ FrameworkSource = Framework | str | os.PathLike[str] | Mapping[str, object]
 _UI_PAGE = Path(__file__).with_name("static") / "index.html"
 
 
+class _NoCache:
+    """Pure ASGI wrapper adding ``Cache-Control: no-cache`` to the page's assets."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_no_cache(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"cache-control", b"no-cache")]
+            await send(message)
+
+        await self.app(scope, receive, send_no_cache)
+
+
 def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own 404/405 as JSON error bodies."""
     del request
@@ -76,7 +92,14 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/metrics", handlers.metrics, methods=["GET"]),
     ]
     if settings.ui and _UI_PAGE.is_file():
-        routes.append(Route("/", lambda request: FileResponse(_UI_PAGE), methods=["GET"]))
+        # the bundle's file names carry no hash, so caches must revalidate them
+        fresh = {"Cache-Control": "no-cache"}
+        routes.append(
+            Route("/", lambda request: FileResponse(_UI_PAGE, headers=fresh), methods=["GET"])
+        )
+        routes.append(
+            Mount("/assets", app=_NoCache(StaticFiles(directory=_UI_PAGE.parent / "assets")))
+        )
     elif settings.ui:
         logger.warning("server.ui is on, but the demo page is not bundled in this build")
     return routes

@@ -1,0 +1,265 @@
+/**
+ * The chat itself, built on `useAgent`: streaming turns, thinking, tool activity, the
+ * status, errors, the context id (kept in localStorage so a reload continues the
+ * conversation) and the answers to interrupts.
+ */
+
+import { type FormEvent, type KeyboardEvent, useCallback, useEffect, useId, useRef, useState } from "react";
+
+import type { AssistantTurn, Decision, Interrupt, Turn } from "../src/index.js";
+import { useAgent } from "../src/react/index.js";
+
+const STATUS_WORDS = {
+  idle: "Ready",
+  streaming: "Answering…",
+  suspended: "Waiting for you",
+  error: "Something went wrong",
+} as const;
+
+function storageKey(agent: string): string {
+  return `agentkeel:${agent}:contextId`;
+}
+
+function readStored(agent: string): string | undefined {
+  try {
+    return window.localStorage.getItem(storageKey(agent)) ?? undefined;
+  } catch {
+    return undefined; // storage disabled: the conversation lasts as long as the page
+  }
+}
+
+function writeStored(agent: string, contextId: string | undefined): void {
+  try {
+    if (contextId === undefined) window.localStorage.removeItem(storageKey(agent));
+    else window.localStorage.setItem(storageKey(agent), contextId);
+  } catch {
+    // storage disabled or full: nothing to keep
+  }
+}
+
+export function Chat({ agent }: { agent: string }) {
+  const [initialContext] = useState(() => readStored(agent));
+  const chat = useAgent({
+    agent,
+    ...(initialContext === undefined ? {} : { contextId: initialContext }),
+    onContext: (id) => writeStored(agent, id),
+  });
+  const { status, pendingInterrupt, error, turns, contextId, send, resume, stop, reset, attach } = chat;
+  const [draft, setDraft] = useState("");
+  const input = useRef<HTMLTextAreaElement>(null);
+  const end = useRef<HTMLDivElement>(null);
+  const messageId = useId();
+  const streaming = status === "streaming";
+  const waiting = pendingInterrupt !== undefined && !streaming;
+
+  // After a reload, show the conversation's latest run: still going, or waiting on a decision.
+  useEffect(() => {
+    if (initialContext !== undefined) attach().catch(() => undefined);
+  }, [attach, initialContext]);
+
+  useEffect(() => {
+    end.current?.scrollIntoView?.({ block: "end" });
+  }, [turns, waiting, error]);
+
+  const submit = useCallback(
+    (event?: FormEvent) => {
+      event?.preventDefault();
+      const text = draft.trim();
+      if (text === "" || streaming || waiting) return;
+      setDraft("");
+      send(text).catch(() => undefined); // the view shows the error
+      input.current?.focus();
+    },
+    [draft, send, streaming, waiting],
+  );
+
+  const onKeyDown = (event: KeyboardEvent<HTMLTextAreaElement>) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.nativeEvent.isComposing) submit(event);
+  };
+
+  const decide = (decision: Decision) => {
+    resume(decision).catch(() => undefined);
+    input.current?.focus();
+  };
+
+  const startOver = () => {
+    reset();
+    setDraft("");
+    input.current?.focus();
+  };
+
+  return (
+    <main className="app">
+      <header className="bar">
+        <h1>{agent}</h1>
+        <p className={`status status-${status}`} role="status" aria-live="polite">
+          {STATUS_WORDS[status]}
+        </p>
+      </header>
+
+      <section className="context" aria-label="Conversation">
+        <p>
+          {contextId === undefined ? (
+            "New conversation"
+          ) : (
+            <>
+              Conversation <code data-testid="context-id">{contextId}</code>
+            </>
+          )}
+        </p>
+        <button type="button" onClick={startOver} disabled={contextId === undefined && turns.length === 0}>
+          New conversation
+        </button>
+      </section>
+
+      <ol className="turns" aria-label="Messages">
+        {turns.map((turn) => (
+          <TurnView key={turn.id} turn={turn} />
+        ))}
+      </ol>
+
+      {error !== undefined && (
+        <p className="error" role="alert">
+          <strong>Error ({error.code}):</strong> {error.message}
+        </p>
+      )}
+
+      {waiting && <InterruptPanel key={pendingInterrupt.id} interrupt={pendingInterrupt} onDecide={decide} />}
+      <div ref={end} />
+
+      <form className="composer" onSubmit={submit}>
+        <label htmlFor={messageId}>Message</label>
+        <div className="composer-row">
+          <textarea
+            id={messageId}
+            ref={input}
+            rows={2}
+            value={draft}
+            placeholder={waiting ? "Answer the request above first" : "Ask something… (Enter sends, Shift+Enter breaks the line)"}
+            onChange={(event) => setDraft(event.target.value)}
+            onKeyDown={onKeyDown}
+            autoFocus
+          />
+          {streaming ? (
+            <button type="button" onClick={stop}>
+              Stop
+            </button>
+          ) : (
+            <button type="submit" disabled={waiting || draft.trim() === ""}>
+              Send
+            </button>
+          )}
+        </div>
+      </form>
+    </main>
+  );
+}
+
+function TurnView({ turn }: { turn: Turn }) {
+  if (turn.role === "user") {
+    return (
+      <li className="turn turn-user">
+        <span className="who">You</span>
+        <p className="text">{turn.text}</p>
+      </li>
+    );
+  }
+  return <AssistantView turn={turn} />;
+}
+
+function AssistantView({ turn }: { turn: AssistantTurn }) {
+  const streaming = turn.status === "streaming";
+  return (
+    <li className="turn turn-assistant" aria-busy={streaming}>
+      <span className="who">{turn.agent ?? "Agent"}</span>
+      {turn.thinking !== "" && (
+        <details className="thinking">
+          <summary>Thinking</summary>
+          <p>{turn.thinking}</p>
+        </details>
+      )}
+      {turn.activity.length > 0 && (
+        <ul className="activity" aria-label="Tool activity">
+          {turn.activity.map((line) => (
+            <li key={line.id} className={`tool tool-${line.status}`}>
+              <span aria-hidden="true">{line.status === "running" ? "○" : line.status === "success" ? "✓" : "✗"}</span>{" "}
+              <code>{line.name}</code> {line.status === "running" ? "running" : line.status}
+            </li>
+          ))}
+        </ul>
+      )}
+      {turn.text !== "" && <p className="text">{turn.text}</p>}
+      {streaming && turn.text === "" && <p className="pending">…</p>}
+      {turn.status === "suspended" && <p className="note">Waiting for you.</p>}
+      {turn.status === "stopped" && <p className="note">Stopped here; the agent may still finish on the server.</p>}
+    </li>
+  );
+}
+
+function InterruptPanel({
+  interrupt,
+  onDecide,
+}: {
+  interrupt: Interrupt;
+  onDecide: (decision: Decision) => void;
+}) {
+  // the panel's first control takes the focus when the interrupt appears
+  const first = useCallback((element: HTMLElement | null) => element?.focus(), []);
+  const [reason, setReason] = useState("");
+  const [answer, setAnswer] = useState("");
+  const headingId = useId();
+  const fieldId = useId();
+
+  if (interrupt.kind === "approval") {
+    const tool = interrupt.tool ?? "a tool";
+    return (
+      <section className="interrupt" aria-labelledby={headingId}>
+        <h2 id={headingId}>Approval needed</h2>
+        <p>
+          The agent wants to run <code>{tool}</code>.{interrupt.prompt ? ` ${interrupt.prompt}` : ""}
+        </p>
+        <div className="actions">
+          <button type="button" ref={first} className="approve" onClick={() => onDecide({ approved: true })}>
+            Approve
+          </button>
+        </div>
+        <form
+          className="reject"
+          onSubmit={(event) => {
+            event.preventDefault();
+            const why = reason.trim();
+            onDecide(why === "" ? { approved: false } : { approved: false, reason: why });
+          }}
+        >
+          <label htmlFor={fieldId}>Reason for rejecting (optional)</label>
+          <div className="composer-row">
+            <input id={fieldId} value={reason} onChange={(event) => setReason(event.target.value)} />
+            <button type="submit">Reject</button>
+          </div>
+        </form>
+      </section>
+    );
+  }
+  return (
+    <section className="interrupt" aria-labelledby={headingId}>
+      <h2 id={headingId}>The agent asks you</h2>
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (answer.trim() !== "") onDecide(answer.trim());
+        }}
+      >
+        <label htmlFor={fieldId}>{interrupt.prompt ?? "Your answer"}</label>
+        <div className="composer-row">
+          <input id={fieldId} ref={first} value={answer} onChange={(event) => setAnswer(event.target.value)} />
+          <button type="submit" disabled={answer.trim() === ""}>
+            Answer
+          </button>
+        </div>
+        <button type="button" className="link" onClick={() => onDecide({ cancel: true })}>
+          Cancel the request
+        </button>
+      </form>
+    </section>
+  );
+}

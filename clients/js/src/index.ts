@@ -1,0 +1,56 @@
+/**
+ * agentkeel: the headless TypeScript client of an agentkeel server.
+ *
+ * `AgentClient` speaks the native wire (SPEC sections 3 and 4); `AgentStore` turns its
+ * frames into a chat view with a pure reducer; `AgentChat` binds the two for any UI
+ * framework. The React hook lives in `agentkeel/react`.
+ */
+
+export { AgentChat, type AgentChatOptions } from "./agent-chat.js";
+export {
+  AgentClient,
+  type AgentClientOptions,
+  type ApprovalDecision,
+  type CallOptions,
+  type Decision,
+  type HeadersOption,
+  type MessageInput,
+  type RetryOptions,
+  listAgents,
+} from "./client.js";
+export { AgentError } from "./errors.js";
+export { type SSEFrame, type SSESource, SSEDecoder, decodeSSE } from "./sse.js";
+export {
+  type ActivityLine,
+  type AgentView,
+  type AssistantTurn,
+  type ChatStatus,
+  type StoreAction,
+  type Turn,
+  type UserTurn,
+  AgentStore,
+  applyAction,
+  applyFrame,
+  initialView,
+} from "./store.js";
+export type {
+  AgentInfo,
+  DoneFrame,
+  ErrorBody,
+  ErrorEvent,
+  EventFrame,
+  Interrupt,
+  InterruptEvent,
+  JSONValue,
+  RunEvent,
+  RunStatus,
+  SendResult,
+  StatusEvent,
+  StepEvent,
+  StreamFrame,
+  ThinkingEvent,
+  TokenEvent,
+  ToolCallEvent,
+  ToolResultEvent,
+} from "./types.js";
+export { RUN_EVENT_TYPES, isDoneFrame, parseStreamFrame, toSendResult } from "./types.js";
