@@ -24,7 +24,8 @@ $(PAGE):
 run: $(STAMP) $(PAGE)
 	$(BIN)/agentkeel serve examples/framework.json
 
-test: test-python test-js
+# pytest runs last so that its summary closes the output
+test: test-js test-python
 
 test-python: $(STAMP)
 	$(BIN)/python -m pytest
