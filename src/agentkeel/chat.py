@@ -20,7 +20,6 @@ import itertools
 import os
 import signal
 import sys
-import threading
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from functools import partial
@@ -41,16 +40,12 @@ from agentkeel.client import (
 )
 from agentkeel.errors import AgentkeelError, ConfigurationError, InterruptPendingError
 from agentkeel.events import (
-    ErrorEvent,
     InterruptEvent,
     StatusEvent,
     StepEvent,
-    ThinkingEvent,
-    TokenEvent,
-    ToolCallEvent,
-    ToolResultEvent,
 )
 from agentkeel.messages import JSONValue
+from agentkeel.terminal import Terminal
 
 __all__ = ["run_chat"]
 
@@ -211,22 +206,13 @@ class _Conversation:
         return result
 
 
-class _Terminal:
-    """Reads lines and renders run events; colours and a spinner only on a terminal."""
+class _Terminal(Terminal):
+    """The chat's terminal: the context id, one-line errors, and a spinner on a terminal."""
 
     def __init__(self, stdin: TextIO, stdout: TextIO) -> None:
-        self._in = stdin
-        self._out = stdout
-        self._echo = not _is_tty(stdin)
-        self._tty = _is_tty(stdout)
-        self._color = self._tty and "NO_COLOR" not in os.environ
-        self._mode: str | None = None
+        super().__init__(stdin, stdout)
         self._new_context: str | None = None
         self._spinning: anyio.Event | None = None
-
-    def write(self, text: str) -> None:
-        self._out.write(text)
-        self._out.flush()
 
     def banner(self, url: str, agent: str, context_id: str | None) -> None:
         self.write(f"agentkeel chat: agent {agent!r} at {url}\n")
@@ -245,20 +231,9 @@ class _Terminal:
 
     def error(self, exc: Exception) -> None:
         self._stop_spinner()
-        self._end_line()
+        self.end_line()
         message = exc.message if isinstance(exc, AgentkeelError) else str(exc)
         self.write(f"  error: {message}\n")
-
-    async def ask(self, prompt: str) -> str | None:
-        """Show `prompt` and read one line; None at the end of input."""
-        self.write(prompt)
-        line = await _read_line(self._in)
-        if not line:
-            self.write("\n")
-            return None
-        if self._echo:
-            self.write(line if line.endswith("\n") else line + "\n")
-        return line.rstrip("\r\n")
 
     async def show(self, stream: Stream, *, quiet: bool = False) -> SendResult | None:
         """Render a run's events as they arrive (none when `quiet`); return its end."""
@@ -269,10 +244,10 @@ class _Terminal:
                     if isinstance(item, SendResult):
                         result = item
                     elif not quiet:
-                        self._event(item)
+                        self.render(item)
         finally:
             self._stop_spinner()
-            self._end_line()
+            self.end_line()
         if result is not None and result.error is not None:
             self.write(f"  run {result.status}: {result.error.message}\n")
         return result
@@ -297,67 +272,8 @@ class _Terminal:
             self._spinning = None
             self.write(_CLEAR_LINE)
 
-    def _event(self, event: object) -> None:
+    def render(self, event: object) -> None:
+        """Stop the spinner at the first thing worth showing, then show it."""
         if not isinstance(event, StatusEvent | StepEvent | InterruptEvent):
-            self._stop_spinner()  # the first thing worth showing has arrived
-        if isinstance(event, ThinkingEvent):
-            if self._mode != "thinking":
-                self._end_line()
-                self.write(_DIM if self._color else "(thinking) ")
-                self._mode = "thinking"
-            self.write(event.text)
-        elif isinstance(event, TokenEvent):
-            if self._mode != "text":
-                self._end_line()
-                self._mode = "text"
-            self.write(event.text)
-        elif isinstance(event, ToolCallEvent):
-            self._line(f"  -> tool {event.name}")
-        elif isinstance(event, ToolResultEvent):
-            self._line(f"  <- {event.name}: {event.status}")
-        elif isinstance(event, ErrorEvent):
-            self._line(f"  error ({event.code}): {event.message}")
-
-    def _line(self, text: str) -> None:
-        self._end_line()
-        self.write(text + "\n")
-
-    def _end_line(self) -> None:
-        """Close the thinking or text line in progress, if any."""
-        if self._mode == "thinking" and self._color:
-            self.write(_RESET)
-        if self._mode is not None:
-            self.write("\n")
-        self._mode = None
-
-
-async def _read_line(stream: TextIO) -> str:
-    """Read one line in a daemon thread ("" at the end of input).
-
-    A daemon thread, not a worker thread: one blocked in `readline` when the chat ends
-    (Ctrl-C at a prompt) must not keep the process alive until the next Enter.
-    """
-    done = anyio.Event()
-    token = anyio.lowlevel.current_token()
-    lines: list[str] = []
-
-    def read() -> None:
-        try:
-            lines.append(stream.readline())
-        except (OSError, ValueError):
-            lines.append("")
-        try:
-            anyio.from_thread.run_sync(done.set, token=token)
-        except anyio.RunFinishedError:
-            pass
-
-    threading.Thread(target=read, name="agentkeel-chat-stdin", daemon=True).start()
-    await done.wait()
-    return lines[0]
-
-
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+            self._stop_spinner()
+        super().render(event)

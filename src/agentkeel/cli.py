@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable
-from typing import TextIO
 
 import anyio
 import anyio.from_thread
@@ -28,15 +25,9 @@ import anyio.lowlevel
 
 from agentkeel.agent import Agent, StreamItem
 from agentkeel.errors import AgentkeelError
-from agentkeel.events import (
-    ErrorEvent,
-    ThinkingEvent,
-    TokenEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-)
 from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Interrupt, Reject
 from agentkeel.result import AgentResult
+from agentkeel.terminal import Terminal
 
 __all__ = ["build_parser", "main"]
 
@@ -156,19 +147,8 @@ async def _decide(terminal: _Terminal, pending: Interrupt) -> Decision:
     return Reject((reason or "").strip() or "rejected by the user")
 
 
-class _Terminal:
-    """Reads lines and renders a run's events; dims thinking only on a real terminal."""
-
-    def __init__(self, stdin: TextIO, stdout: TextIO) -> None:
-        self._in = stdin
-        self._out = stdout
-        self._echo = not _is_tty(stdin)
-        self._color = _is_tty(stdout) and "NO_COLOR" not in os.environ
-        self._mode: str | None = None
-
-    def write(self, text: str) -> None:
-        self._out.write(text)
-        self._out.flush()
+class _Terminal(Terminal):
+    """The demo's terminal: a banner, and the agent's own result type."""
 
     def banner(self) -> None:
         examples = "".join(f"  {example}\n" for example in DEMO_EXAMPLES)
@@ -179,17 +159,6 @@ class _Terminal:
             'Type "exit" or press Ctrl-D to quit.\n\n'
         )
 
-    async def ask(self, prompt: str) -> str | None:
-        """Show `prompt` and read one line; None at the end of input."""
-        self.write(prompt)
-        line = await _read_line(self._in)
-        if not line:
-            self.write("\n")
-            return None
-        if self._echo:
-            self.write(line if line.endswith("\n") else line + "\n")
-        return line.rstrip("\r\n")
-
     async def show(self, stream: AsyncIterator[StreamItem]) -> AgentResult:
         """Render a run's events as they arrive; return its result."""
         result: AgentResult | None = None
@@ -197,44 +166,13 @@ class _Terminal:
             if isinstance(item, AgentResult):
                 result = item
             else:
-                self._event(item)
-        self._end_line()
+                self.render(item)
+        self.end_line()
         if result is None:
             raise RuntimeError("internal error: the run ended without a result")
         if result.status in ("failed", "cancelled") and result.error is not None:
             self.write(f"  run {result.status}: {result.error.message}\n")
         return result
-
-    def _event(self, event: object) -> None:
-        if isinstance(event, ThinkingEvent):
-            if self._mode != "thinking":
-                self._end_line()
-                self.write(_DIM if self._color else "(thinking) ")
-                self._mode = "thinking"
-            self.write(event.text)
-        elif isinstance(event, TokenEvent):
-            if self._mode != "text":
-                self._end_line()
-                self._mode = "text"
-            self.write(event.text)
-        elif isinstance(event, ToolCallEvent):
-            self._line(f"  -> tool {event.name}")
-        elif isinstance(event, ToolResultEvent):
-            self._line(f"  <- {event.name}: {event.status}")
-        elif isinstance(event, ErrorEvent):
-            self._line(f"  error ({event.code}): {event.message}")
-
-    def _line(self, text: str) -> None:
-        self._end_line()
-        self.write(text + "\n")
-
-    def _end_line(self) -> None:
-        """Close the thinking or text line in progress, if any."""
-        if self._mode == "thinking" and self._color:
-            self.write(_RESET)
-        if self._mode is not None:
-            self.write("\n")
-        self._mode = None
 
 
 # -- chat -------------------------------------------------------------------------------
@@ -282,38 +220,6 @@ def _run_chat(args: argparse.Namespace) -> int:
     return run_chat(
         args.url, agent=args.agent, context_id=args.context, api_key_env=args.api_key_env
     )
-
-
-async def _read_line(stream: TextIO) -> str:
-    """Read one line in a daemon thread ("" at the end of input).
-
-    A daemon thread, not a worker thread: a worker blocked in `readline` when Ctrl-C
-    arrives would keep the process alive until the next Enter.
-    """
-    done = anyio.Event()
-    token = anyio.lowlevel.current_token()
-    lines: list[str] = []
-
-    def read() -> None:
-        try:
-            lines.append(stream.readline())
-        except (OSError, ValueError):
-            lines.append("")
-        try:
-            anyio.from_thread.run_sync(done.set, token=token)
-        except anyio.RunFinishedError:
-            pass
-
-    threading.Thread(target=read, name="agentkeel-stdin", daemon=True).start()
-    await done.wait()
-    return lines[0]
-
-
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 if __name__ == "__main__":
