@@ -22,10 +22,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -34,13 +32,13 @@ from pathlib import Path
 
 import anyio
 import httpx
-import uvicorn
 from starlette.types import ASGIApp
 
 from agentkeel import Agent, ScriptedModel, ScriptedToolCall, ScriptedTurn, tool
 from agentkeel.messages import JSONObject
 from agentkeel.models.base import ModelRequest
 from agentkeel.sse import aiter_sse
+from fakes.server import run_asgi_server
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 TOOL_LOG = "AGENTKEEL_E2E_TOOL_LOG"
@@ -141,35 +139,8 @@ def scripted_agent(context_id: str) -> Agent:
 @contextmanager
 def serve_in_thread(app: ASGIApp) -> Iterator[str]:
     """Run `app` (lifespan on) with uvicorn on a free loopback port in a thread."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        lifespan="on",
-        loop="asyncio",
-        http="h11",
-        ws="none",
-        log_config=None,
-        log_level="critical",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start")
-            time.sleep(0.005)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-        sock.close()
+    with run_asgi_server(app, lifespan=True, graceful_timeout=5) as url:
+        yield url
 
 
 class ServerProcess:

@@ -194,12 +194,20 @@ def sse_pieces(frames: Sequence[bytes], chunk_size: int | None) -> tuple[bytes, 
 
 
 @contextmanager
-def run_asgi_server(app: ASGIApp, *, startup_timeout: float = 10.0) -> Iterator[str]:
+def run_asgi_server(
+    app: ASGIApp,
+    *,
+    startup_timeout: float = 10.0,
+    lifespan: bool = False,
+    graceful_timeout: int = 2,
+) -> Iterator[str]:
     """Serve `app` with uvicorn on a free loopback port, in a background thread.
 
     Args:
         app: Any ASGI application.
         startup_timeout: Seconds to wait for the server to accept connections.
+        lifespan: Run the app's lifespan (agentkeel's own app needs it).
+        graceful_timeout: Seconds open connections get when the server stops.
 
     Yields:
         The base URL, ``http://127.0.0.1:<port>``.
@@ -210,14 +218,14 @@ def run_asgi_server(app: ASGIApp, *, startup_timeout: float = 10.0) -> Iterator[
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,
-        lifespan="off",
+        lifespan="on" if lifespan else "off",
         loop="asyncio",
         http="h11",
         ws="none",
         log_config=None,
         log_level="critical",
         access_log=False,
-        timeout_graceful_shutdown=2,
+        timeout_graceful_shutdown=graceful_timeout,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
