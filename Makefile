@@ -58,7 +58,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix src tests bench
 
 bench: $(STAMP)
-	for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	for script in bench/*.py; do echo "== $$script"; $(BIN)/python -P $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -53,6 +53,9 @@ from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
+
+if TYPE_CHECKING:
+    from agentkeel.server.auth import AuthSettings
 
 __all__ = [
     "AgentDefinition",
@@ -108,6 +111,8 @@ class ServerSettings:
     """A comment is sent on a stream idle this long, so proxies keep it open."""
     shutdown_timeout_seconds: float = 30.0
     """How long running turns may go on after a shutdown signal before they are cancelled."""
+    auth: AuthSettings | None = None
+    """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -321,14 +326,13 @@ class _Loader:
         return "\n".join(lines)
 
     def server(self, config: _Server) -> ServerSettings:
-        if config.auth is not None:
-            raise self.error(
-                "server.auth",
-                "authentication is not available in this version of agentkeel; remove the "
-                "key and keep the server on a loopback address",
-            )
+        auth = None
+        if config.auth is not None:  # imported here: the server package imports this module
+            from agentkeel.server.auth import load_auth
+
+            auth = load_auth(config.auth, self.source)
         fields = config.model_dump(exclude={"auth", "cors"})
-        return ServerSettings(**fields, cors=tuple(config.cors))
+        return ServerSettings(**fields, cors=tuple(config.cors), auth=auth)
 
     def storage(self, parsed: _File) -> SessionStorage:
         if parsed.storage is not None and parsed.session_dir is not None:

@@ -78,7 +78,7 @@ def error_for(tmp_path: Path, document: object, *, raw: str | None = None) -> st
         (
             {"agents": {"a": DEMO}, "server": {"auth": {"apiKeys": {}}}},
             "server.auth",
-            "not available",
+            "configure apiKeys, jwt or both",
         ),
     ],
 )

@@ -3,7 +3,10 @@
 Routing only: the handlers parse and encode, the runtime (`ServerRuntime`) runs turns in
 the task group this lifespan opens, and shutting down drains that task group. The
 middleware stack, outermost first: CORS (when origins are configured), the JSON error
-guard, the request limits. All of it is pure ASGI, so streams pass straight through.
+guard, authentication (when ``server.auth`` is set), the request limits. All of it is
+pure ASGI, so streams pass straight through. Every Agent a definition builds gets the
+run log line (logger ``agentkeel.server``) and, when OpenTelemetry is installed, spans
+(`agentkeel.telemetry`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -30,6 +34,7 @@ from agentkeel.checkpoint.memory import InMemoryCheckpointer
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import (
     AgentDefinition,
+    AgentFactory,
     Framework,
     Retention,
     ServerSettings,
@@ -37,12 +42,15 @@ from agentkeel.framework import (
     load_framework,
 )
 from agentkeel.ids import DEFINITION_NAME_PATTERN
+from agentkeel.multiagent import Swarm
 from agentkeel.server import handlers
+from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.runs import ServerRuntime
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
+from agentkeel.telemetry import instrument
 
 __all__ = ["A2AServer", "FrameworkSource", "create_app"]
 
@@ -52,6 +60,8 @@ FrameworkSource = Framework | str | os.PathLike[str] | Mapping[str, object]
 """A Framework, the path of a framework.json, or its parsed content."""
 
 _UI_PAGE = Path(__file__).with_name("static") / "index.html"
+_RUN_LOG = logging.getLogger("agentkeel.server")
+"""Where the one line per run goes (see `agentkeel.telemetry.RunLogHooks`)."""
 
 
 class _NoCache:
@@ -105,6 +115,24 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
     return routes
 
 
+def _observed(framework: Framework) -> Framework:
+    """`framework` with factories that instrument what they build (run log, spans)."""
+
+    def observed(factory: AgentFactory) -> AgentFactory:
+        def build(context_id: str) -> Agent | Swarm:
+            served = factory(context_id)
+            instrument(served, logger=_RUN_LOG)
+            return served
+
+        return build
+
+    definitions = {
+        name: replace(item, factory=observed(item.factory))
+        for name, item in framework.definitions.items()
+    }
+    return replace(framework, definitions=definitions)
+
+
 def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None) -> Starlette:
     """The ASGI app serving every agent of a framework on the native wire.
 
@@ -117,7 +145,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         ConfigurationError: The framework is invalid (naming the key and the file).
     """
     framework = source if isinstance(source, Framework) else load_framework(source)
-    runtime = ServerRuntime(framework)
+    runtime = ServerRuntime(_observed(framework))
     settings = framework.server
     if framework.retention.runs is not None or framework.retention.idle_sessions is not None:
         logger.warning("retention.runs and retention.idleSessions are not enforced yet")
@@ -135,14 +163,23 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 CORSMiddleware,
                 allow_origins=list(settings.cors),
                 allow_methods=["GET", "POST", "DELETE"],
-                allow_headers=["content-type", "last-event-id", "idempotency-key", "authorization"],
+                allow_headers=[
+                    *("content-type", "last-event-id", "idempotency-key", "authorization"),
+                    "x-api-key",
+                    *("a2a-version", "a2a-extensions"),
+                ],
                 max_age=600,
             )
         )
     middleware.append(Middleware(ErrorMiddleware))
+    if settings.auth is not None:
+        authenticator = Authenticator(settings.auth, source=framework.source)
+        middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
     middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
+    from agentkeel.a2a import a2a_routes  # the A2A binding (SPEC 6), on the same runtime
+
     app = Starlette(
-        routes=[*(routes or []), *_routes(settings)],
+        routes=[*(routes or []), *a2a_routes(runtime), *_routes(settings)],
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},

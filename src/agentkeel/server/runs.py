@@ -30,6 +30,7 @@ from anyio.abc import TaskGroup
 
 from agentkeel.errors import (
     AgentkeelError,
+    ContextNotFoundError,
     InterruptNotFoundError,
     InterruptPendingError,
 )
@@ -190,6 +191,10 @@ class ServerRuntime:
             raise ShuttingDownError("the server is not running (was its lifespan started?)")
         if self.draining:
             raise ShuttingDownError("the server is shutting down and takes no new turns")
+        if request.resume is not None and not await self.cache.exists(key):
+            # a decision needs a conversation: for an unknown context (or another
+            # principal's) answer like every other endpoint, and build nothing
+            raise ContextNotFoundError(f"no context {key.context_id!r} for this agent")
         entry = await self.cache.acquire(key)
         try:
             ticket = self.cache.join(entry)

@@ -3,8 +3,8 @@
 One worker, because a context's Agent, its turn queue and its live stream live in one
 process (SPEC 8 lists what a scale-out deployment moves to Redis or PostgreSQL). The
 URL is printed once the socket listens, with the real port when port 0 asked for any
-free one. Binding anywhere but loopback prints a warning, as there is no
-authentication in front of the agents yet.
+free one. Binding anywhere but loopback without ``server.auth`` prints a warning, as
+nothing then stands between the network and the agents.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def run_app(
     bind_host = settings.host if host is None else host
     bind_port = settings.port if port is None else port
     stream = sys.stdout if out is None else out
-    if not _is_loopback(bind_host):
+    if not _is_loopback(bind_host) and settings.auth is None:
         print(
             f"agentkeel: warning: listening on {bind_host} without authentication; anyone "
             "who can reach this address can talk to the agents and read their conversations",

@@ -1,0 +1,544 @@
+"""Authentication: API keys and JWT bearer tokens to a principal, as pure ASGI middleware.
+
+A request names its caller with ``Authorization: Bearer <API key or JWT>`` or
+``X-API-Key: <API key>``. The middleware turns that into a principal (an API key's
+name, or a token's ``sub``) and leaves it in ``scope["state"]["principal"]``, where every
+handler of every binding reads it; since every context is keyed by (principal,
+definition, contextId), that alone keeps each principal's conversations apart. A request
+it cannot authenticate never reaches the app: ``401`` with a JSON error body and a
+``WWW-Authenticate: Bearer`` challenge, before its body is read.
+
+JWTs are checked against one issuer and one audience, with an algorithm fixed by the
+configuration (HS256 with a shared secret, RS256 with the issuer's JWKS), so a token can
+never choose how it is verified. ``exp``, ``iss``, ``aud`` and ``sub`` are required.
+Credentials (configured or presented) are never logged or echoed; API keys are compared
+by their SHA-256 digest, so a lookup takes the same time whatever the key shares with a
+real one. Pure ASGI, not BaseHTTPMiddleware, so streams pass straight through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agentkeel.errors import ConfigurationError
+from agentkeel.ids import CONTEXT_ID_PATTERN, encode_path_segment
+from agentkeel.server.errors import HTTPError, error_response, send_json
+from agentkeel.server.handlers import PRINCIPAL
+
+if TYPE_CHECKING:
+    from jwt import PyJWK
+
+__all__ = [
+    "AuthMiddleware",
+    "AuthSettings",
+    "AuthUnavailableError",
+    "Authenticator",
+    "InvalidTokenError",
+    "JWKSCache",
+    "JWTSettings",
+    "TokenExpiredError",
+    "UnauthorizedError",
+    "check_auth",
+    "is_public",
+    "load_auth",
+]
+
+logger = logging.getLogger(__name__)
+
+MIN_API_KEY_LENGTH = 16
+MIN_HS256_SECRET_BYTES = 32
+_CARD = re.compile(r"/agents/[^/]+/a2a/\.well-known/agent-card\.json/?")
+_OPEN_PATHS = frozenset({"/healthz", "/readyz", "/"})
+_SECRET_PATH = "server.auth.jwt.secretEnv"
+_PATTERN_TEXT = "^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$"
+
+
+# -- settings -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JWTSettings:
+    """``server.auth.jwt``: bearer tokens of one issuer for one audience.
+
+    Exactly one of `jwks_url` (RS256) and `secret` (HS256) is set; it fixes the
+    algorithm, so a token's own ``alg`` header cannot pick a weaker check.
+    """
+
+    issuer: str
+    """The required ``iss`` claim."""
+    audience: str
+    """The required ``aud`` claim (or one of its entries)."""
+    jwks_url: str | None = None
+    """RS256: where the issuer publishes its public keys (https, or http on loopback)."""
+    secret: str | None = field(default=None, repr=False)
+    """HS256: the shared secret, at least 32 bytes; never logged."""
+    leeway_seconds: float = 30.0
+    """Clock skew tolerated on ``exp``, ``nbf`` and ``iat``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthSettings:
+    """``server.auth``: who may call the server; each caller becomes a principal."""
+
+    api_keys: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Principal name to key value (in framework.json, read from the environment)."""
+    jwt: JWTSettings | None = None
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        strict=True,
+        frozen=True,
+        hide_input_in_errors=True,
+    )
+
+
+class _EnvRef(_Schema):
+    env: str = Field(min_length=1)
+
+
+class _JWTFile(_Schema):
+    issuer: str = Field(min_length=1)
+    audience: str = Field(min_length=1)
+    jwks_url: str | None = Field(default=None, min_length=1)
+    secret_env: str | None = Field(default=None, min_length=1)
+    leeway_seconds: float = Field(default=30.0, ge=0, le=300)
+
+
+class _AuthFile(_Schema):
+    api_keys: dict[str, _EnvRef] = {}
+    jwt: _JWTFile | None = None
+
+
+def load_auth(raw: Mapping[str, object], source: str) -> AuthSettings:
+    """The ``server.auth`` object of a framework.json as AuthSettings, secrets read now.
+
+    Raises:
+        ConfigurationError: Naming the file and the key (never a secret's value).
+    """
+    try:
+        parsed = _AuthFile.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors(include_url=False, include_input=False):
+            path = ".".join(str(part) for part in ("server", "auth", *error["loc"]))
+            message = error["msg"].removeprefix("Value error, ")
+            message = {"extra_forbidden": "unknown key", "missing": "required key is missing"}.get(
+                error["type"], message
+            )
+            lines.append(f"{source}: {path}: {message}")
+        raise ConfigurationError("\n".join(lines)) from None
+
+    def secret(path: str, variable: str) -> str:
+        value = os.environ.get(variable)
+        if not value:
+            raise ConfigurationError(
+                f"{source}: {path}: the environment variable {variable} is not set"
+            )
+        return value
+
+    keys = {
+        name: secret(f"server.auth.apiKeys.{name}.env", ref.env)
+        for name, ref in parsed.api_keys.items()
+    }
+    jwt = None
+    if (spec := parsed.jwt) is not None:
+        jwt = JWTSettings(
+            issuer=spec.issuer,
+            audience=spec.audience,
+            jwks_url=spec.jwks_url,
+            secret=None if spec.secret_env is None else secret(_SECRET_PATH, spec.secret_env),
+            leeway_seconds=spec.leeway_seconds,
+        )
+    settings = AuthSettings(api_keys=keys, jwt=jwt)
+    check_auth(settings, source)
+    return settings
+
+
+def check_auth(settings: AuthSettings, source: str) -> None:
+    """Refuse settings that cannot authenticate safely (naming `source` and the key).
+
+    Raises:
+        ConfigurationError: What is wrong, and where.
+    """
+
+    def fail(path: str, message: str) -> ConfigurationError:
+        return ConfigurationError(f"{source}: {path}: {message}")
+
+    if not settings.api_keys and settings.jwt is None:
+        raise fail("server.auth", "configure apiKeys, jwt or both")
+    owners: dict[str, str] = {}
+    for name, value in settings.api_keys.items():
+        path = f"server.auth.apiKeys.{name}"
+        if not CONTEXT_ID_PATTERN.fullmatch(name):
+            raise fail(path, "a key's name is its principal; it must match " + _PATTERN_TEXT)
+        if len(value) < MIN_API_KEY_LENGTH:
+            raise fail(path, f"the key must be at least {MIN_API_KEY_LENGTH} characters long")
+        if value in owners:
+            raise fail(path, f"the same key value is configured for {owners[value]!r}")
+        owners[value] = name
+    if settings.jwt is not None:
+        _check_jwt(settings.jwt, fail)
+
+
+def _check_jwt(jwt: JWTSettings, fail: Callable[[str, str], ConfigurationError]) -> None:
+    if (jwt.jwks_url is None) == (jwt.secret is None):
+        raise fail("server.auth.jwt", "set either jwksUrl (RS256) or secretEnv (HS256)")
+    needed = ["jwt"] + (["cryptography"] if jwt.jwks_url else [])
+    if any(find_spec(name) is None for name in needed):
+        raise fail("server.auth.jwt", "JWT support needs PyJWT: pip install 'pyjwt[crypto]'")
+    if jwt.secret is not None and len(jwt.secret.encode()) < MIN_HS256_SECRET_BYTES:
+        raise fail(_SECRET_PATH, f"an HS256 secret needs {MIN_HS256_SECRET_BYTES} bytes or more")
+    if jwt.jwks_url is not None:
+        url = urlsplit(jwt.jwks_url)
+        if url.scheme != "https" and not (url.scheme == "http" and _loopback(url.hostname)):
+            raise fail(
+                "server.auth.jwt.jwksUrl", "must be an https URL (http only on a loopback address)"
+            )
+
+
+def _loopback(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+class UnauthorizedError(HTTPError):
+    """No credentials, or credentials that name no principal (``401``)."""
+
+    code = "unauthorized"
+    status = 401
+
+
+class InvalidTokenError(UnauthorizedError):
+    """A JWT with a bad signature, issuer, audience or claims, or an unknown signing key."""
+
+    code = "invalid_token"
+
+
+class TokenExpiredError(UnauthorizedError):
+    """A JWT whose ``exp`` has passed (the client should get a new one)."""
+
+    code = "token_expired"
+
+
+class AuthUnavailableError(HTTPError):
+    """The issuer's keys cannot be fetched and none are cached (``503``: not the caller's fault)."""
+
+    code = "auth_unavailable"
+    status = 503
+
+
+# -- verifying ------------------------------------------------------------------------------
+
+
+class JWKSCache:
+    """An issuer's RS256 signing keys, fetched over HTTP and cached.
+
+    Keys are fetched on first use and again once older than `max_age`. A token whose
+    ``kid`` is not among them triggers one early refresh (the issuer may have rotated
+    its keys), at most once every `refresh_interval` seconds, so made-up key ids cannot
+    turn every request into a fetch. When a fetch fails, the keys already cached stay
+    in use.
+
+    Args:
+        url: The JWKS URL.
+        max_age: Seconds a fetched key set is used before it is fetched again.
+        refresh_interval: Least seconds between two fetches forced by unknown key ids
+            (and between retries while no key set could be fetched at all).
+        timeout: Seconds one fetch may take.
+        transport: An httpx transport (tests); default a real connection.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_age: float = 300.0,
+        refresh_interval: float = 10.0,
+        timeout: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url
+        self.max_age = max_age
+        self.refresh_interval = refresh_interval
+        self.timeout = timeout
+        self.transport = transport
+        self.fetches = 0
+        """Fetch attempts so far (for tests and debugging)."""
+        self._keys: dict[str | None, PyJWK] = {}
+        self._fetched_at: float | None = None
+        self._tried_at = -float("inf")
+        self._forced_at = -float("inf")
+        self._lock = anyio.Lock()
+
+    async def key(self, kid: str | None) -> PyJWK:
+        """The key a token names by ``kid`` (None: the only key of the set).
+
+        Raises:
+            InvalidTokenError: The set has no such key, even after a refresh.
+            AuthUnavailableError: No key set could be fetched.
+        """
+        now = time.monotonic()
+        stale = self._fetched_at is None or now - self._fetched_at > self.max_age
+        if stale and now - self._tried_at >= self.refresh_interval:
+            await self._refresh(self.fetches)
+        found = self._find(kid)
+        if found is None and self._keys and now - self._forced_at >= self.refresh_interval:
+            self._forced_at = now
+            await self._refresh(self.fetches)
+            found = self._find(kid)
+        if found is not None:
+            return found
+        if not self._keys:
+            raise AuthUnavailableError("the token issuer's signing keys cannot be fetched now")
+        raise InvalidTokenError("the token's signing key (kid) is not one of the issuer's keys")
+
+    def _find(self, kid: str | None) -> PyJWK | None:
+        if kid is None:
+            return next(iter(self._keys.values())) if len(self._keys) == 1 else None
+        return self._keys.get(kid)
+
+    async def _refresh(self, seen: int) -> None:
+        import jwt
+
+        async with self._lock:
+            if self.fetches != seen:  # another request fetched while this one waited
+                return
+            self.fetches += 1
+            self._tried_at = time.monotonic()
+            try:
+                async with httpx.AsyncClient(
+                    timeout=self.timeout, transport=self.transport
+                ) as client:
+                    response = await client.get(self.url, headers={"accept": "application/json"})
+                    response.raise_for_status()
+                    keyset = jwt.PyJWKSet.from_dict(response.json())
+            except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
+                logger.warning(
+                    "url=<%s>, error=<%s> | cannot fetch the JWKS; keeping %d cached keys",
+                    self.url,
+                    type(exc).__name__,
+                    len(self._keys),
+                )
+                return
+            usable = [
+                item
+                for item in keyset.keys
+                if item.key_type == "RSA"
+                and item.public_key_use in (None, "sig")
+                and item.algorithm_name == "RS256"
+            ]
+            self._keys = {item.key_id: item for item in usable}
+            self._fetched_at = self._tried_at
+
+
+class Authenticator:
+    """Turns the credentials of a request into its principal.
+
+    Args:
+        settings: The API keys and JWT settings.
+        source: Where the settings came from, for configuration errors.
+        transport: An httpx transport for JWKS fetches (tests).
+
+    Raises:
+        ConfigurationError: The settings cannot authenticate safely.
+    """
+
+    def __init__(
+        self,
+        settings: AuthSettings,
+        *,
+        source: str = "<code>",
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        check_auth(settings, source)
+        self._keys = {_digest(value): name for name, value in settings.api_keys.items()}
+        self.jwt = settings.jwt
+        self.jwks = None
+        if self.jwt is not None and self.jwt.jwks_url is not None:
+            self.jwks = JWKSCache(self.jwt.jwks_url, transport=transport)
+
+    async def authenticate(self, headers: Headers) -> str:
+        """The principal named by `headers` (``Authorization`` first, then ``X-API-Key``).
+
+        Raises:
+            UnauthorizedError: No credentials, or invalid ones (subclasses for tokens).
+            AuthUnavailableError: The JWKS cannot be fetched.
+        """
+        authorization = headers.get("authorization")
+        if authorization is not None:
+            scheme, _, credential = authorization.strip().partition(" ")
+            credential = credential.strip()
+            if scheme.lower() != "bearer" or not credential:
+                raise UnauthorizedError("send 'Authorization: Bearer <API key or token>'")
+            principal = self._keys.get(_digest(credential))
+            if principal is not None:
+                return principal
+            if self.jwt is not None and credential.count(".") == 2:
+                return await self._verify(self.jwt, credential)
+            raise UnauthorizedError("the API key or token is not valid")
+        api_key = headers.get("x-api-key")
+        if api_key is not None:
+            principal = self._keys.get(_digest(api_key.strip()))
+            if principal is None:
+                raise UnauthorizedError("the API key is not valid")
+            return principal
+        raise UnauthorizedError("this endpoint needs an API key or a bearer token")
+
+    async def _verify(self, settings: JWTSettings, token: str) -> str:
+        import jwt
+
+        algorithm = "RS256" if self.jwks is not None else "HS256"
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise InvalidTokenError("the token is not a well-formed JWT") from None
+        if header.get("alg") != algorithm:
+            raise InvalidTokenError(f"the token must be signed with {algorithm}")
+        kid = header.get("kid")
+        key: PyJWK | str | None = settings.secret
+        if self.jwks is not None:
+            key = await self.jwks.key(kid if isinstance(kid, str) else None)
+        if key is None:
+            raise RuntimeError("internal error: no key to verify a token with")
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=[algorithm],
+                audience=settings.audience,
+                issuer=settings.issuer,
+                leeway=settings.leeway_seconds,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise TokenExpiredError("the token has expired; get a new one") from None
+        except jwt.InvalidAudienceError:
+            raise InvalidTokenError("the token is not meant for this server (aud)") from None
+        except jwt.InvalidIssuerError:
+            raise InvalidTokenError("the token is not from the configured issuer (iss)") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise InvalidTokenError(f"the token has no {exc.claim!r} claim") from None
+        except jwt.ImmatureSignatureError:
+            raise InvalidTokenError("the token is not valid yet (nbf or iat)") from None
+        except jwt.PyJWTError:
+            raise InvalidTokenError("the token's signature or claims are not valid") from None
+        return _principal(claims.get("sub"))
+
+
+def _digest(value: str) -> bytes:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
+
+
+def _principal(sub: object) -> str:
+    """A token's ``sub`` as a principal: printable, and short enough to name a folder."""
+    if (
+        not isinstance(sub, str)
+        or not sub
+        or not sub.isprintable()
+        or len(encode_path_segment(sub)) > 240
+    ):
+        raise InvalidTokenError("the token's sub claim cannot be used as a principal")
+    return sub
+
+
+# -- the middleware -------------------------------------------------------------------------
+
+
+def is_public(method: str, path: str) -> bool:
+    """Whether a request needs no credentials: health probes, the demo page, agent cards.
+
+    The agent cards are public so that an A2A client can discover how to authenticate;
+    everything else (``GET /agents`` and ``/metrics`` included) needs a principal.
+    """
+    if method not in ("GET", "HEAD"):
+        return False
+    return path in _OPEN_PATHS or path.startswith("/assets/") or bool(_CARD.fullmatch(path))
+
+
+class AuthMiddleware:
+    """Pure ASGI: authenticate every request that is not public, or answer ``401``.
+
+    Args:
+        app: The wrapped ASGI app.
+        authenticator: Turns credentials into a principal.
+        public: Which (method, path) pairs need no credentials.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        authenticator: Authenticator,
+        public: Callable[[str, str], bool] = is_public,
+    ) -> None:
+        self.app = app
+        self.authenticator = authenticator
+        self.public = public
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Set ``scope["state"]["principal"]``, then call the app; or refuse the request."""
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :] or "/"
+        if scope["type"] == "http" and self.public(scope["method"], path):
+            await self.app(scope, receive, send)
+            return
+        try:
+            principal = await self.authenticator.authenticate(Headers(scope=scope))
+        except (UnauthorizedError, AuthUnavailableError) as exc:
+            client = scope.get("client")
+            logger.info(
+                "code=<%s>, path=<%s>, client=<%s> | request refused",
+                exc.code,
+                path,
+                client[0] if client else None,
+            )
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            status, body = error_response(exc)
+            await send_json(send, status, body, _challenge(exc))
+            return
+        scope.setdefault("state", {})[PRINCIPAL] = principal
+        await self.app(scope, receive, send)
+
+
+def _challenge(exc: HTTPError) -> list[tuple[bytes, bytes]]:
+    """The RFC 6750 ``WWW-Authenticate`` header of a 401 (none for a 503)."""
+    if not isinstance(exc, UnauthorizedError):
+        return []
+    value = 'Bearer realm="agentkeel"'
+    if isinstance(exc, InvalidTokenError | TokenExpiredError):
+        value += f', error="invalid_token", error_description="{exc.code}"'
+    return [(b"www-authenticate", value.encode())]
