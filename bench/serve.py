@@ -206,7 +206,8 @@ async def load(url: str, concurrency: int, turns: int, pid: int, scenario: str) 
 
 def start_server(kind: str, folder: Path) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, __file__, "--serve", kind, "--dir", str(folder)],
+        # -P: bench/ must not be on sys.path, or bench/a2a.py would shadow the a2a SDK
+        [sys.executable, "-P", __file__, "--serve", kind, "--dir", str(folder)],
         stdout=subprocess.PIPE,
         text=True,
     )
