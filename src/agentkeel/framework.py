@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -39,6 +39,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from agentkeel.agent import Agent
+from agentkeel.auth_settings import AuthSettings, load_auth
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.checkpoint.file import FileCheckpointer
 from agentkeel.checkpoint.memory import InMemoryCheckpointer
@@ -53,9 +54,6 @@ from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
-
-if TYPE_CHECKING:
-    from agentkeel.server.auth import AuthSettings
 
 __all__ = [
     "AgentDefinition",
@@ -326,11 +324,7 @@ class _Loader:
         return "\n".join(lines)
 
     def server(self, config: _Server) -> ServerSettings:
-        auth = None
-        if config.auth is not None:  # imported here: the server package imports this module
-            from agentkeel.server.auth import load_auth
-
-            auth = load_auth(config.auth, self.source)
+        auth = None if config.auth is None else load_auth(config.auth, self.source)
         fields = config.model_dump(exclude={"auth", "cors"})
         return ServerSettings(**fields, cors=tuple(config.cors), auth=auth)
 

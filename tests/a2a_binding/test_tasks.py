@@ -20,9 +20,9 @@ from a2a.utils.errors import (
 )
 
 from a2a_binding import a2a_client, base_url, response_text, send, user_message
+from agentkeel.auth_settings import AuthSettings
 from agentkeel.framework import ServerSettings
 from agentkeel.server import A2AServer
-from agentkeel.server.auth import AuthSettings
 from e2e import scripted_agent, serve_in_thread
 
 pytestmark = pytest.mark.anyio
