@@ -163,13 +163,14 @@ def truncate(path: Path, size: int) -> None:
         os.close(fd)
 
 
-def remove_file(path: Path) -> bool:
-    """Delete one file durably; False if it did not exist."""
+def remove_file(path: Path, *, durable: bool = True) -> bool:
+    """Delete one file (durably unless told otherwise); False if it did not exist."""
     try:
         os.unlink(path)
     except FileNotFoundError:
         return False
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
     return True
 
 
@@ -215,6 +216,18 @@ def read_bytes(path: Path) -> bytes | None:
             return handle.read()
     except FileNotFoundError:
         return None
+
+
+def list_files(folder: Path, suffix: str) -> list[str]:
+    """The names of the visible files in `folder` ending with `suffix` ([] if no folder)."""
+    try:
+        return [
+            entry.name
+            for entry in os.scandir(folder)
+            if entry.name.endswith(suffix) and entry.name[0] != "." and entry.is_file()
+        ]
+    except FileNotFoundError:
+        return []
 
 
 def list_json_files(folder: Path) -> list[Path]:

@@ -411,6 +411,10 @@ async def test_run_events_round_trip_and_are_deleted_with_the_session(
     await storage.put_events(key, "run-1", frames[:1])
     assert await storage.get_events(key, "run-1") == frames[:1]
     assert await storage.list_runs(key) == []  # frames are not run records
+    # only the latest run can be reconnected to: a new run's frames replace the last one's
+    await storage.put_events(key, "run-2", frames)
+    assert await storage.get_events(key, "run-2") == frames
+    assert await storage.get_events(key, "run-1") is None
     await storage.append(key, [], {"k": 1})
     await storage.delete(key)
     assert await storage.get_events(key, "run-1") is None

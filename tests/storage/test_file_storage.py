@@ -500,3 +500,19 @@ async def test_kill_a_writing_process_at_random_instants(tmp_path: Path) -> None
             visible = {name for name in names if not name.startswith(".")}
             assert visible <= {"session.json", "messages.jsonl", "state.json"}
     assert max(progress) > 20  # the writer got well past its first turns
+
+
+@pytest.mark.anyio
+async def test_a_session_keeps_one_frames_file_also_across_restarts(tmp_path: Path) -> None:
+    key = SessionKey(definition="demo", context_id="ctx-frames")
+    first = LocalFileStorage(tmp_path)
+    for index in range(5):
+        await first.put_events(key, f"run-{index}", [{"id": 1, "data": {"n": index}}])
+    runs = first.path(key) / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == ["run-4.events.jsonl"]
+    # a new process does not know which file it wrote last: it looks once
+    (runs / "run-stale.events.jsonl").write_text('{"id":1,"data":{}}\n')
+    restarted = LocalFileStorage(tmp_path)
+    await restarted.put_events(key, "run-5", [{"id": 1, "data": {"n": 5}}])
+    assert sorted(p.name for p in runs.iterdir()) == ["run-5.events.jsonl"]
+    assert await restarted.get_events(key, "run-5") == [{"id": 1, "data": {"n": 5}}]

@@ -208,6 +208,8 @@ class LocalFileStorage:
         self._cache: OrderedDict[SessionKey, _Tail] = OrderedDict()
         self._cache_size = cache_size
         self._locks = [anyio.Lock() for _ in range(_LOCK_STRIPES)]
+        self._latest_events: OrderedDict[SessionKey, str] = OrderedDict()
+        """The run whose frames each recently written session keeps (see put_events)."""
 
     def path(self, key: SessionKey) -> Path:
         """The folder holding `key`'s files (it may not exist yet)."""
@@ -275,18 +277,37 @@ class LocalFileStorage:
         return await self._call(None, _list_runs, self.path(key) / RUNS_DIR)
 
     async def put_events(self, key: SessionKey, run_id: str, frames: Sequence[JSONObject]) -> None:
-        """Write ``runs/<runId>.events.jsonl`` atomically (RunEventStorage)."""
+        """Write ``runs/<runId>.events.jsonl`` atomically (RunEventStorage).
+
+        Only a context's latest run can be reconnected to, so the frames of the run
+        before it are removed: a session keeps one frames file, however long it lives.
+        The first write for a session in this process looks for older ones once.
+        """
         runs = self.path(key) / RUNS_DIR
-        target = runs / f"{encode_path_segment(run_id)}{EVENTS_SUFFIX}"
+        name = f"{encode_path_segment(run_id)}{EVENTS_SUFFIX}"
         body = b"".join(_encode_json(frame, "stream frame") + b"\n" for frame in frames)
+        previous = self._latest_events.get(key)
 
         def write() -> None:
             # a reconnect cache: atomic for a crashed process, not fsynced (see _fs)
             _fs.ensure_dir(runs)
-            _fs.atomic_write_bytes(target, body, durable=False)
+            _fs.atomic_write_bytes(runs / name, body, durable=False)
+            if previous is None:
+                stale = [entry for entry in _fs.list_files(runs, EVENTS_SUFFIX) if entry != name]
+            else:
+                stale = [] if previous == run_id else [previous_name]
+            for entry in stale:
+                _fs.remove_file(runs / entry, durable=False)
 
+        previous_name = (
+            "" if previous is None else f"{encode_path_segment(previous)}{EVENTS_SUFFIX}"
+        )
         async with self._lock(key):
             await self._call(None, write)
+        self._latest_events[key] = run_id
+        self._latest_events.move_to_end(key)
+        while len(self._latest_events) > self._cache_size:
+            self._latest_events.popitem(last=False)
 
     async def get_events(self, key: SessionKey, run_id: str) -> list[JSONObject] | None:
         """The retained frames of one run, or None (RunEventStorage)."""

@@ -126,8 +126,9 @@ class InMemoryStorage:
         return None if document is None else RunRecord.from_json(json.loads(document))
 
     async def put_events(self, key: SessionKey, run_id: str, frames: Sequence[JSONObject]) -> None:
-        """Keep a copy of one run's stream frames (RunEventStorage)."""
-        self._session(key).events[run_id] = [_encode(frame, "stream frame") for frame in frames]
+        """Keep a copy of one run's stream frames (RunEventStorage); only the latest run's."""
+        encoded = [_encode(frame, "stream frame") for frame in frames]
+        self._session(key).events = {run_id: encoded}
 
     async def get_events(self, key: SessionKey, run_id: str) -> list[JSONObject] | None:
         """The retained frames of one run, or None (RunEventStorage)."""
