@@ -17,23 +17,21 @@ without a signature, tool results that answer no call or leave a call unanswered
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Self
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from agentkeel.messages import JSONObject, JSONValue
 from fakes.server import (
-    RecordedRequest,
+    FakeProviderServer,
     Reply,
-    ReplyScript,
     Responder,
     json_reply,
-    run_asgi_server,
     sse_pieces,
     to_response,
 )
@@ -228,7 +226,7 @@ def validate_request(body: JSONObject) -> str | None:
     return None
 
 
-class FakeAnthropic:
+class FakeAnthropic(FakeProviderServer):
     """The fake server: scriptable replies, recorded requests, optional key check.
 
     Args:
@@ -238,41 +236,17 @@ class FakeAnthropic:
         responder: Answers requests when no scripted reply is queued.
     """
 
+    name = "Anthropic"
+    api_suffix = ""  # the client adds /v1/messages itself
+
     def __init__(self, *, api_key: str | None = None, responder: Responder | None = None) -> None:
-        self.api_key = api_key
-        self.script = ReplyScript(responder)
-        self._base_url: str | None = None
-        self.app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
+        super().__init__(api_key=api_key, responder=responder)
+        self._app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
 
     @property
-    def requests(self) -> list[RecordedRequest]:
-        """The requests received so far."""
-        return self.script.requests
-
-    @property
-    def base_url(self) -> str:
-        """The running server's API root (without ``/v1``)."""
-        if self._base_url is None:
-            raise RuntimeError("the fake Anthropic server is not running; use serve()")
-        return self._base_url
-
-    def enqueue(self, *replies: Reply) -> None:
-        """Answer the next requests with `replies`, in order."""
-        self.script.enqueue(*replies)
-
-    def reset(self) -> None:
-        """Forget queued replies and recorded requests."""
-        self.script.reset()
-
-    @contextmanager
-    def serve(self) -> Iterator[str]:
-        """Run on loopback; yields the API root to pass as ``base_url``."""
-        with run_asgi_server(self.app) as root:
-            self._base_url = root
-            try:
-                yield root
-            finally:
-                self._base_url = None
+    def app(self) -> ASGIApp:
+        """The Messages API endpoint."""
+        return self._app
 
     async def _messages(self, request: Request) -> Response:
         recorded = await self.script.record(request)

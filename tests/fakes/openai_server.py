@@ -17,23 +17,22 @@ tool messages that answer no call, calls left unanswered, fields it does not acc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Self
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from agentkeel.messages import JSONObject, JSONValue
 from fakes.server import (
+    FakeProviderServer,
     RecordedRequest,
     Reply,
-    ReplyScript,
     Responder,
     json_reply,
-    run_asgi_server,
     sse_pieces,
     to_response,
 )
@@ -244,7 +243,7 @@ def validate_request(body: JSONObject) -> str | None:
     return _check_tool_flow(messages)
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeProviderServer):
     """The fake server: scriptable replies, recorded requests, optional key check.
 
     Args:
@@ -254,43 +253,19 @@ class FakeOpenAI:
         responder: Answers requests when no scripted reply is queued.
     """
 
+    name = "OpenAI"
+    api_suffix = "/v1"
+
     def __init__(self, *, api_key: str | None = None, responder: Responder | None = None) -> None:
-        self.api_key = api_key
-        self.script = ReplyScript(responder)
-        self._base_url: str | None = None
-        self.app = Starlette(
+        super().__init__(api_key=api_key, responder=responder)
+        self._app = Starlette(
             routes=[Route("/v1/chat/completions", self._completions, methods=["POST"])]
         )
 
     @property
-    def requests(self) -> list[RecordedRequest]:
-        """The requests received so far."""
-        return self.script.requests
-
-    @property
-    def base_url(self) -> str:
-        """The running server's API root (ending with ``/v1``)."""
-        if self._base_url is None:
-            raise RuntimeError("the fake OpenAI server is not running; use serve()")
-        return self._base_url
-
-    def enqueue(self, *replies: Reply) -> None:
-        """Answer the next requests with `replies`, in order."""
-        self.script.enqueue(*replies)
-
-    def reset(self) -> None:
-        """Forget queued replies and recorded requests."""
-        self.script.reset()
-
-    @contextmanager
-    def serve(self) -> Iterator[str]:
-        """Run on loopback; yields the API root to pass as ``base_url``."""
-        with run_asgi_server(self.app) as root:
-            self._base_url = f"{root}/v1"
-            try:
-                yield self._base_url
-            finally:
-                self._base_url = None
+    def app(self) -> ASGIApp:
+        """The Chat Completions endpoint."""
+        return self._app
 
     async def _completions(self, request: Request) -> Response:
         recorded = await self.script.record(request)

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -243,3 +244,55 @@ def run_asgi_server(
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+class FakeProviderServer(ABC):
+    """What every fake provider shares: a reply script, recorded requests, serving.
+
+    A subclass builds `app` (its one endpoint), sets `name` and `api_suffix` (what
+    follows the server's root in the base URL its clients are given), and checks the
+    key in its own wire format.
+    """
+
+    name = "provider"
+    api_suffix = ""
+
+    def __init__(self, *, api_key: str | None = None, responder: Responder | None = None) -> None:
+        self.api_key = api_key
+        self.script = ReplyScript(responder)
+        self._base_url: str | None = None
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """The requests received so far."""
+        return self.script.requests
+
+    @property
+    def base_url(self) -> str:
+        """The running server's API root, as the provider's clients take it."""
+        if self._base_url is None:
+            raise RuntimeError(f"the fake {self.name} server is not running; use serve()")
+        return self._base_url
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Answer the next requests with `replies`, in order."""
+        self.script.enqueue(*replies)
+
+    def reset(self) -> None:
+        """Forget queued replies and recorded requests."""
+        self.script.reset()
+
+    @property
+    @abstractmethod
+    def app(self) -> ASGIApp:
+        """The ASGI app serving the provider's endpoint."""
+
+    @contextmanager
+    def serve(self) -> Iterator[str]:
+        """Run on loopback; yields the API root to pass as ``base_url``."""
+        with run_asgi_server(self.app) as root:
+            self._base_url = root + self.api_suffix
+            try:
+                yield self._base_url
+            finally:
+                self._base_url = None
