@@ -3,32 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from sessions import run_step, side_effects
+
 WORKER = Path(__file__).with_name("swarm_worker.py")
 
 
 def run_worker(data: Path, mode: str, *args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, str(WORKER), mode, str(data), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONWARNINGS": "error"},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
-
-
-def side_effects(data: Path) -> list[str]:
-    path = data / "side-effects.log"
-    return path.read_text().splitlines() if path.exists() else []
+    return run_step(WORKER, data, mode, *args)
 
 
 def checkpoints(data: Path, session_id: str) -> list[Path]:
