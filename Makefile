@@ -12,7 +12,7 @@ PAGE := src/agentkeel/server/static/index.html
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,redis]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,redis,a2a-grpc]'
 	touch $(STAMP)
 
 install: $(STAMP)

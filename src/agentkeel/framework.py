@@ -56,6 +56,7 @@ from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
 
 __all__ = [
+    "A2ASettings",
     "AgentDefinition",
     "AgentFactory",
     "Framework",
@@ -94,6 +95,17 @@ def parse_duration(text: str | None) -> float | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class A2ASettings:
+    """The ``server.a2a`` section: the A2A binding's gRPC port and push-webhook policy."""
+
+    grpc_port: int | None = None
+    """Serve A2A over gRPC on this port of ``server.host`` (0: any free one); None: off."""
+    allow_private_webhooks: bool = False
+    """Let push notifications go to loopback and private addresses (tests, internal
+    deployments); off, such webhook URLs are refused (SSRF)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSettings:
     """The ``server`` section: how the HTTP server binds and what it tolerates."""
 
@@ -111,6 +123,8 @@ class ServerSettings:
     """How long running turns may go on after a shutdown signal before they are cancelled."""
     auth: AuthSettings | None = None
     """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
+    a2a: A2ASettings = field(default_factory=A2ASettings)
+    """The A2A binding's options beyond HTTP (SPEC 6)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,6 +247,11 @@ class _Checkpointer(_Strict):
     dir: str = Field(min_length=1)
 
 
+class _A2A(_Strict):
+    grpc_port: int | None = Field(default=None, ge=0, le=65535)
+    allow_private_webhooks: bool = False
+
+
 class _Server(_Strict):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8000, ge=0, le=65535)
@@ -243,6 +262,7 @@ class _Server(_Strict):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0)
     auth: dict[str, object] | None = None
+    a2a: _A2A = _A2A()
 
 
 def _duration(value: object) -> object:
@@ -325,8 +345,12 @@ class _Loader:
 
     def server(self, config: _Server) -> ServerSettings:
         auth = None if config.auth is None else load_auth(config.auth, self.source)
-        fields = config.model_dump(exclude={"auth", "cors"})
-        return ServerSettings(**fields, cors=tuple(config.cors), auth=auth)
+        fields = config.model_dump(exclude={"auth", "cors", "a2a"})
+        grpc_port = config.a2a.grpc_port
+        if grpc_port and grpc_port == config.port:
+            raise self.error("server.a2a.grpcPort", f"{grpc_port} is server.port already")
+        a2a = A2ASettings(**config.a2a.model_dump())
+        return ServerSettings(**fields, cors=tuple(config.cors), auth=auth, a2a=a2a)
 
     def storage(self, parsed: _File) -> SessionStorage:
         if parsed.storage is not None and parsed.session_dir is not None:

@@ -150,10 +150,14 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     if framework.retention.runs is not None or framework.retention.idle_sessions is not None:
         logger.warning("retention.runs and retention.idleSessions are not enforced yet")
 
+    from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
+
+    binding = A2ABinding(runtime)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        async with runtime.running():
+        async with binding.running(), runtime.running():  # turns drain before A2A stops
             yield
 
     middleware = []
@@ -176,10 +180,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         authenticator = Authenticator(settings.auth, source=framework.source)
         middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
     middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
-    from agentkeel.a2a import a2a_routes  # the A2A binding (SPEC 6), on the same runtime
-
     app = Starlette(
-        routes=[*(routes or []), *a2a_routes(runtime), *_routes(settings)],
+        routes=[*(routes or []), *binding.routes, *_routes(settings)],
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
