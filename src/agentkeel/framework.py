@@ -262,7 +262,7 @@ class _Server(_Strict):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0)
     auth: dict[str, object] | None = None
-    a2a: _A2A = _A2A()
+    a2a: _A2A = Field(default=_A2A(), alias="a2a")
 
 
 def _duration(value: object) -> object:

@@ -6,6 +6,10 @@ its GRPC interface with ``tenant`` = the definition name, and the SDK client cop
 into every request. A request without a tenant goes to the only definition when there
 is one (the kit's client sends none).
 
+A present ``a2a-version`` metadata value must be 1.0 (the SDK's HTTP dispatchers check
+the header; its gRPC handler does not), answered with the SDK's VersionNotSupported
+status otherwise.
+
 Authentication is the HTTP side's (`Authenticator`): the same ``authorization`` (or
 ``x-api-key``) credentials, sent as gRPC metadata; without valid ones a call ends
 ``UNAUTHENTICATED`` before it reaches the handler.
@@ -31,6 +35,8 @@ from a2a.server.request_handlers.grpc_handler import (
 )
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types import a2a_pb2
+from a2a.utils.constants import PROTOCOL_VERSION_1_0, VERSION_HEADER
+from a2a.utils.errors import VersionNotSupportedError
 from starlette.datastructures import Headers
 
 from agentkeel.a2a.handler import PRINCIPAL_STATE
@@ -78,10 +84,16 @@ class _Router(a2a_grpc.A2AServiceServicer):
                 )
                 raise AssertionError("unreachable: abort raises")
             handler = found
+        metadata = context.invocation_metadata() or ()
+        headers = Headers({str(k).lower(): v for k, v in metadata if isinstance(v, str)})
+        asked = headers.get(VERSION_HEADER.lower(), "").strip()
+        if asked and asked != PROTOCOL_VERSION_1_0 and not asked.startswith("1.0."):
+            # the SDK checks the header on HTTP only; a missing one is fine here, since
+            # the 1.0 service name (lf.a2a.v1) already says which protocol the client speaks
+            error = VersionNotSupportedError(message=f"A2A-Version {asked} is not supported")
+            await handler.abort_context(error, context)
         principal = None
         if self.authenticator is not None:
-            metadata = context.invocation_metadata() or ()
-            headers = Headers({str(k).lower(): v for k, v in metadata if isinstance(v, str)})
             try:
                 principal = await self.authenticator.authenticate(headers)
             except AgentkeelError as exc:
