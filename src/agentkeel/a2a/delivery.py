@@ -10,13 +10,13 @@ after a restart: `RetainedStreams.on_segment`), and ends with the segment.
 What is POSTed (each a StreamResponse, as a stream would carry it):
 
 - ``statusUpdate`` ``TASK_STATE_WORKING`` when a segment starts;
-- ``artifactUpdate`` for each artifact the run publishes;
 - at the end: for a completed task, the ``response`` artifact whole (one
   ``artifactUpdate``, ``lastChunk``), then the final ``statusUpdate``: ``COMPLETED``,
   ``INPUT_REQUIRED`` (its message carries the question), ``FAILED`` or ``CANCELED``.
 
 Token chunks and tool progress are not POSTed: a webhook per token would cost the
-receiver more than the stream it replaces.
+receiver more than the stream it replaces. Artifacts a run publishes are in the task
+(``GetTask``).
 """
 
 from __future__ import annotations
@@ -115,9 +115,7 @@ class PushDelivery:
                 for event in mapper.batch(frames):
                     if isinstance(event, TextChunk):
                         continue  # the mapper keeps the text: sent whole at the end
-                    if isinstance(event, TaskArtifactUpdateEvent):
-                        await self._send(event)
-                    elif _worth_sending(event):
+                    if _worth_sending(event):
                         completed = event.status.state == TaskState.TASK_STATE_COMPLETED
                         if completed and mapper.streamed:
                             await self._send(_whole_response(task_id, context_id, mapper.streamed))
