@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from importlib.util import find_spec
 
 from a2a.server.context import ServerCallContext
 from a2a.server.routes import DefaultServerCallContextBuilder, create_rest_routes
@@ -83,6 +84,11 @@ class A2ABinding:
                 )
         self.runtime = runtime
         self.settings = framework.server.a2a
+        if self.settings.grpc_port is not None and find_spec("grpc") is None:
+            raise ConfigurationError(
+                f"{framework.source}: server.a2a.grpcPort: gRPC needs the a2a-grpc extra "
+                "(pip install 'agentkeel[a2a-grpc]')"
+            )
         self.grpc_port: int | None = None
         """The bound gRPC port while serving (None: gRPC off or not started)."""
         self.services: dict[str, A2AService] = {}
