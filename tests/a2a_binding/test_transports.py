@@ -7,9 +7,11 @@ does, and drives the method through it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import anyio
+import httpx
 import pytest
 from a2a.types import (
     CancelTaskRequest,
@@ -147,3 +149,25 @@ async def test_push_config_methods_and_the_extended_card(url: str, binding: str)
         card = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
     assert [skill.id for skill in card.skills] == ["delete_file", "lookup", "pause"]
     assert card.capabilities.push_notifications and card.capabilities.extended_agent_card
+
+
+async def test_a_rest_body_must_be_declared_json(url: str) -> None:
+    message = {"role": "ROLE_USER", "messageId": "m-ct", "parts": [{"text": "hello"}]}
+    send_url = base_url(url) + "/v1/message:send"
+    async with httpx.AsyncClient() as http:
+        refused = await http.post(
+            send_url,
+            content=json.dumps({"message": message}),
+            headers={"Content-Type": "text/plain", "A2A-Version": "1.0"},
+        )
+        assert refused.status_code == 415
+        error = refused.json()["error"]
+        assert error["code"] == 415 and "text/plain" in error["message"]
+        assert error["details"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+        accepted = await http.post(
+            send_url,
+            content=json.dumps({"message": message}),
+            headers={"Content-Type": "application/json; charset=utf-8", "A2A-Version": "1.0"},
+        )
+    assert accepted.status_code == 200
+    assert accepted.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -26,16 +26,17 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.util import find_spec
 
 from a2a.server.context import ServerCallContext
-from a2a.server.routes import DefaultServerCallContextBuilder, create_rest_routes
+from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.types import AgentCard
 from starlette.requests import Request
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Route
 
 from agentkeel.a2a.card import CARD_PATH, REST_PATH, CardSource, agent_card
 from agentkeel.a2a.delivery import PushDelivery
 from agentkeel.a2a.executor import A2AExecutor
 from agentkeel.a2a.handler import PRINCIPAL_STATE
 from agentkeel.a2a.push import PUSH_INDEX_DEFINITION, StoredPushConfigs
+from agentkeel.a2a.rest import rest_mount
 from agentkeel.a2a.segments import SegmentWatch
 from agentkeel.a2a.service import A2AService
 from agentkeel.a2a.stream import A2ADispatcher
@@ -127,12 +128,11 @@ class A2ABinding:
                 request_handler=service,
                 context_builder=builder,
             )
-            rest = create_rest_routes(service, context_builder=builder)
             self.routes += [
                 Route(base + CARD_PATH, cards.endpoint(), methods=["GET"]),
                 Route(base, dispatcher.handle_requests, methods=["POST"]),
                 Route(base + "/", dispatcher.handle_requests, methods=["POST"]),
-                Mount(base + REST_PATH, routes=rest),
+                rest_mount(base + REST_PATH, service, builder),
             ]
 
     @asynccontextmanager
