@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from a2a.server.context import ServerCallContext
 from a2a.types import (
     GetTaskPushNotificationConfigRequest,
     SendMessageConfiguration,
@@ -28,9 +29,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from a2a_binding import a2a_client, response_text, send, user_message
-from agentkeel.a2a.push import check_webhook_url
+from agentkeel.a2a.push import StoredPushConfigs, check_webhook_url
 from agentkeel.framework import A2ASettings, ServerSettings
 from agentkeel.messages import JSONObject
+from agentkeel.storage.memory import InMemoryStorage
 from e2e import TOOL_LOG, ServerProcess, write_framework
 from e2e.conftest import StartServer
 from fakes.server import run_asgi_server
@@ -189,3 +191,21 @@ def test_public_webhooks_pass_and_private_ones_when_allowed() -> None:
     check_webhook_url("http://127.0.0.1:8080/hook", allow_private=True)
     with pytest.raises(InvalidParamsError):
         check_webhook_url("file:///etc/passwd", allow_private=True)
+
+
+async def test_a_webhook_another_replica_registered_gets_the_resumption(
+    start_server: StartServer, webhook: tuple[Webhook, str]
+) -> None:
+    hook, hook_url = webhook
+    storage = InMemoryStorage()  # shared, as replicas share their storage
+    settings = ServerSettings(heartbeat_seconds=1.0, a2a=A2ASettings(allow_private_webhooks=True))
+    with start_server(storage=storage, settings=settings) as url:
+        async with a2a_client(url) as (client, _):
+            waiting = await send(client, user_message("delete /tmp/replica.txt"))
+            other_replica = StoredPushConfigs(storage, "scripted")
+            await other_replica.set_info(
+                waiting.id, TaskPushNotificationConfig(url=hook_url), ServerCallContext()
+            )
+            await send(client, user_message(data={"approved": True}, task_id=waiting.id))
+        await hook.wait_for("TASK_STATE_COMPLETED")
+    assert hook.states() == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]

@@ -87,10 +87,23 @@ class PushDelivery:
             self.sender = None
 
     def _segment_started(self, channel: RunChannel) -> None:
-        if channel.key.definition == self.executor.definition and self.configs.has_configs(
-            channel.run_id
-        ):
+        if channel.key.definition != self.executor.definition:
+            return
+        if self.configs.has_configs(channel.run_id):
             self.follow(channel, channel.last_id)
+        elif channel.last_id > 0 and self._group is not None:
+            # a resumed task: another replica may have registered a webhook since this
+            # one loaded the configs (a new run has none yet: nothing to read for it)
+            self._group.start_soon(self._follow_if_configured, channel, channel.last_id)
+
+    async def _follow_if_configured(self, channel: RunChannel, after: int) -> None:
+        try:
+            configured = await self.configs.refresh(channel.run_id)
+        except AgentkeelError as exc:
+            logger.warning("task=<%s> | could not read push configs: %s", channel.run_id, exc)
+            return
+        if configured:
+            self.follow(channel, after)  # the frames since `after` are still in the channel
 
     def follow(self, channel: RunChannel, after: int) -> None:
         """Deliver the updates of `channel`'s segment after frame `after` (once per segment)."""

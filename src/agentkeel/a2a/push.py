@@ -151,6 +151,15 @@ class StoredPushConfigs(PushNotificationConfigStore):
         await self.storage.put_run(self.index, record)
         self._cache[task_id] = (owner, configs)
 
+    async def refresh(self, task_id: str) -> bool:
+        """Whether the task has configs, read from storage again.
+
+        Another replica may have written some since this one cached the task's.
+        """
+        decoded = _decode(await self.storage.get_run(self.index, task_id))
+        self._cache[task_id] = decoded or (None, [])
+        return bool(self._cache[task_id][1])
+
     def has_configs(self, task_id: str) -> bool:
         """Whether `task_id` has a webhook, as far as this process knows (no I/O)."""
         cached = self._cache.get(task_id)
