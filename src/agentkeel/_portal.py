@@ -67,7 +67,7 @@ class Portal:
         One task on the loop consumes `items` from start to end (so a task group or a
         cancel scope inside them is entered and left by the same task) and hands each
         item over an unbuffered channel. Leaving the loop early (``break``, an
-        exception) cancels that task, which closes `items` on the loop.
+        exception) cancels that task, which closes `items` on the loop, and waits for it.
         """
         portal = self._started()
 
@@ -105,10 +105,11 @@ class Portal:
                     return
                 yield item
         finally:
-            if not future.done():
-                portal.call(halt)
-                concurrent.futures.wait([future])  # the run has ended before we go on
-            portal.call(receive.aclose)
+            if self._portal is portal:  # not closed meanwhile (closing ended the task)
+                if not future.done():
+                    portal.call(halt)
+                    concurrent.futures.wait([future])  # the run has ended before we go on
+                portal.call(receive.aclose)
 
     def close(self) -> None:
         """Stop the loop and its thread; idempotent. Blocking calls are refused afterwards."""
