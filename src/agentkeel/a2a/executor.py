@@ -29,9 +29,11 @@ from agentkeel.a2a.turn import A2ATurn, enter_turn, exit_turn
 from agentkeel.errors import (
     AgentkeelError,
     ConfigurationError,
+    ContextRefusedError,
     InterruptError,
     InvalidRequestError,
     RunInProgressError,
+    SharedAgentError,
     StorageError,
 )
 from agentkeel.ids import validate_context_id
@@ -51,8 +53,11 @@ _POLL_SECONDS = 0.25
 
 def a2a_error(exc: AgentkeelError) -> A2AError:
     """The A2A error for an agentkeel one; storage and configuration details stay in the log."""
-    if isinstance(exc, InvalidRequestError | InterruptError):
+    if isinstance(exc, InvalidRequestError | InterruptError | ContextRefusedError):
         return InvalidParamsError(message=exc.message)
+    if isinstance(exc, SharedAgentError):
+        logger.error("code=<%s> | an A2A request failed: %s", exc.code, exc.message)
+        return InternalError(message=exc.message)
     if isinstance(exc, RunInProgressError):
         return UnsupportedOperationError(message=exc.message)
     if isinstance(exc, StorageError | ConfigurationError):

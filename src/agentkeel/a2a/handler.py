@@ -114,6 +114,12 @@ class AgentRequestHandler(RequestHandler):
         self.executor = executor
         self.card = card
         self.tasks = A2ATaskStore(executor.runtime.framework.storage, executor.definition)
+        executor.runtime.on_delete(self._forget_tasks)
+
+    async def _forget_tasks(self, key: SessionKey) -> None:
+        """A deleted context's tasks go with it (SPEC guarantee 13)."""
+        if key.definition == self.executor.definition:
+            await self.tasks.delete_context(key.principal, key.context_id)
 
     # -- reading tasks ------------------------------------------------------------------
 
