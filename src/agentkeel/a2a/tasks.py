@@ -25,6 +25,7 @@ import logging
 from collections import OrderedDict
 
 from agentkeel.a2a.turn import TaskRecord
+from agentkeel.framework import TASK_INDEX_DEFINITION
 from agentkeel.ids import CONTEXT_ID_PATTERN
 from agentkeel.result import Usage
 from agentkeel.storage.base import RunRecord, SessionKey, SessionStorage
@@ -33,7 +34,7 @@ __all__ = ["INDEX_DEFINITION", "A2ATaskStore"]
 
 logger = logging.getLogger(__name__)
 
-INDEX_DEFINITION = "a2a-task-index"
+INDEX_DEFINITION = TASK_INDEX_DEFINITION
 """The definition part of the index sessions' keys (no agent may take this name)."""
 _CACHE_SIZE = 10_000
 _TOMBSTONE = "deleted"

@@ -150,12 +150,13 @@ async def list_agents(request: Request) -> JSONResponse:
     base = str(request.base_url).rstrip("/")
     agents = [
         {
-            "name": item.name,
-            "description": item.description,
-            "skills": list(item.skills),
-            "a2a": f"{base}/agents/{item.name}/a2a/.well-known/agent-card.json",
+            "name": name,
+            "description": catalog.description,
+            "skills": list(catalog.tools),
+            "a2a": f"{base}/agents/{name}/a2a/.well-known/agent-card.json",
         }
-        for item in _runtime(request).framework.definitions.values()
+        for name, item in _runtime(request).framework.definitions.items()
+        for catalog in (item.describe(),)  # a factory's tools are learned lazily
     ]
     return JSONResponse({"agents": agents})
 

@@ -97,6 +97,9 @@ class ServerRuntime:
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
+            on_built=lambda key, served: framework.definitions[key.definition].catalog.learn(
+                served
+            ),
         )
         self.streams = RetainedStreams(framework.storage, framework.retention.events)
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
@@ -193,8 +196,7 @@ class ServerRuntime:
             raise
 
     async def _submit(self, job: RunJob, request: SendRequest) -> RunJob:
-        """Start `job`; whatever stops it before its run starts is raised (and told to
-        the requests waiting on it)."""
+        """Start `job`; what stops it before its run starts is raised (and told to waiters)."""
         key = job.key
         try:
             if self._group is None:
