@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentkeel import Agent, ContextRefusedError, ScriptedModel, Swarm
+from agentkeel import Agent, ConfigurationError, ContextRefusedError, ScriptedModel, Swarm
 from agentkeel.framework import CATALOG_CONTEXT_ID, load_framework
 from agentkeel.server import create_app
 from e2e import brain, scripted_agent, serve_in_thread
@@ -136,3 +136,30 @@ async def test_a_factory_refuses_a_context_with_403_and_may_refuse_the_catalog_i
     ]
     [guarded] = listed
     assert guarded["skills"] == ["delete_file", "lookup", "pause"]  # learned from a real build
+
+
+DEMO = {"model": {"provider": "demo"}}
+
+
+@pytest.mark.parametrize(
+    ("agents", "key", "words"),
+    [
+        (
+            {"desk": {"swarm": {"members": [{"name": "front", **DEMO}]}}, "desk--front": DEMO},
+            "agents.desk--front",
+            "session of member 'front' of 'desk'",
+        ),
+        (  # a factory may return a swarm: its definition's member names are taken too
+            {"desk": {"factory": "e2e.test_factories_served:desk_swarm"}, "desk--back": DEMO},
+            "agents.desk--back",
+            "session of member 'back' of 'desk'",
+        ),
+        ({"a2a-task-index": DEMO}, "agents.a2a-task-index", "reserved"),
+    ],
+)
+def test_a_name_that_would_share_sessions_stops_load_framework(
+    agents: dict[str, object], key: str, words: str
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        load_framework({"agents": agents})
+    assert f"<framework>: {key}: " in str(info.value) and words in str(info.value)

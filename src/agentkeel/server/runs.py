@@ -76,6 +76,11 @@ class RunJob:
     """The id after which this turn's frames start in the run's channel."""
     result: JSONObject | None = None
     """The SendResult, once `finished`."""
+    binding: object = None
+    """What the binding whose request started the turn keeps with it (the A2A task
+    record), for the requests that joined it with the same idempotency key."""
+    bound: anyio.Event = field(default_factory=anyio.Event)
+    """Set once `binding` is (or will never be) set."""
     began_at: float = field(default_factory=time.monotonic)
     first_token: bool = False
     buffered: list[RunEvent] = field(default_factory=list)
@@ -167,7 +172,29 @@ class ServerRuntime:
         body: JSONValue = None,
         sent_context_id: str | None = None,
     ) -> RunJob:
+        """Queue a turn and return once it started (see `submit_claimed`)."""
+        job, _ = await self.submit_claimed(
+            key,
+            request,
+            idempotency_key=idempotency_key,
+            body=body,
+            sent_context_id=sent_context_id,
+        )
+        return job
+
+    async def submit_claimed(
+        self,
+        key: SessionKey,
+        request: SendRequest,
+        *,
+        idempotency_key: str | None = None,
+        body: JSONValue = None,
+        sent_context_id: str | None = None,
+    ) -> tuple[RunJob, bool]:
         """Queue a turn and return once it started; raise what stopped it from starting.
+
+        Returns the job and whether this request started it (False: it joined the run
+        of an earlier request with the same idempotency key).
 
         Args:
             key: The context (definition, contextId, principal).
@@ -177,7 +204,7 @@ class ServerRuntime:
             sent_context_id: The contextId as the client sent it (None: a new one).
         """
         if idempotency_key is None:
-            return await self._submit(RunJob(key=key, fingerprint=""), request)
+            return await self._submit(RunJob(key=key, fingerprint=""), request), True
         encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         fingerprint = hashlib.sha256(encoded).hexdigest()
         scope = IdempotencyScope(key.principal, key.definition, sent_context_id, idempotency_key)
@@ -188,9 +215,9 @@ class ServerRuntime:
             await job.started.wait()
             if job.error is not None:
                 raise job.error
-            return job
+            return job, False
         try:
-            return await self._submit(job, request)
+            return await self._submit(job, request), True
         except BaseException:
             self.claims.release(scope, job)  # it never ran: a retry may run it anew
             raise
@@ -216,6 +243,7 @@ class ServerRuntime:
             job.error = exc if isinstance(exc, Exception) else ShuttingDownError("abandoned")
             job.started.set()
             job.finished.set()
+            job.bound.set()
             raise
         self._group.start_soon(self._execute, job, entry, ticket, request)
         await job.started.wait()
