@@ -2,28 +2,43 @@
 
 A client retrying a request that looked stuck often sends the retry before the first
 request reached its run; the server must still run the turn once and give every
-request that run's result (or stream).
+request that run's result (or stream). The server stores sessions in files, whose
+reads let other requests in while one is being registered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
+from agentkeel.storage.file import LocalFileStorage
 from e2e import Frame, stream_turn, tool_runs
+from e2e.conftest import StartServer
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def file_server(start_server: StartServer, tmp_path: Path) -> Iterator[str]:
+    """The scripted agent with its sessions in files."""
+    with start_server(storage=LocalFileStorage(tmp_path / "sessions")) as url:
+        yield url
+
+
 SEND = "/agents/scripted/send"
 COPIES = 10
 
 
-async def test_ten_sends_with_one_key_at_once_run_one_turn(server_url: str, tool_log: Path) -> None:
+async def test_ten_sends_with_one_key_at_once_run_one_turn(
+    file_server: str, tool_log: Path
+) -> None:
     answers: list[httpx.Response] = []
     body = {"message": "secret", "contextId": "ctx-race-send"}
-    async with httpx.AsyncClient(base_url=server_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=file_server, timeout=30) as client:
 
         async def send() -> None:
             answers.append(await client.post(SEND, json=body, headers={"Idempotency-Key": "k1"}))
@@ -41,11 +56,11 @@ async def test_ten_sends_with_one_key_at_once_run_one_turn(server_url: str, tool
 
 
 async def test_ten_streams_with_one_key_at_once_follow_one_run(
-    server_url: str, tool_log: Path
+    file_server: str, tool_log: Path
 ) -> None:
     streams: list[list[Frame]] = []
     body = {"message": "secret", "contextId": "ctx-race-stream"}
-    async with httpx.AsyncClient(base_url=server_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=file_server, timeout=30) as client:
 
         async def stream() -> None:
             streams.append(await stream_turn(client, "scripted", body, {"Idempotency-Key": "k2"}))
@@ -61,9 +76,9 @@ async def test_ten_streams_with_one_key_at_once_follow_one_run(
     assert tool_runs(tool_log) == ["lookup SECRET-INPUT-4242"]
 
 
-async def test_a_key_sent_at_once_with_another_body_is_refused(server_url: str) -> None:
+async def test_a_key_sent_at_once_with_another_body_is_refused(file_server: str) -> None:
     answers: dict[str, httpx.Response] = {}
-    async with httpx.AsyncClient(base_url=server_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=file_server, timeout=30) as client:
 
         async def send(message: str) -> None:
             answers[message] = await client.post(
