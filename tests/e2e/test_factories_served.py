@@ -11,11 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from agentkeel import Agent, ConfigurationError, ContextRefusedError, ScriptedModel, Swarm
 from agentkeel.framework import CATALOG_CONTEXT_ID, load_framework
 from agentkeel.server import create_app
-from e2e import brain, scripted_agent, serve_in_thread
+from e2e import brain, scripted_agent, serve_in_thread, stream_turn
 
 pytestmark = pytest.mark.anyio
 CALLS = "AGENTKEEL_E2E_FACTORY_CALLS"
@@ -51,7 +52,7 @@ def guarded_agent(context_id: str) -> Agent:
     return scripted_agent(context_id)
 
 
-def _app(tmp_path: Path, agents: dict[str, object]) -> object:
+def _app(tmp_path: Path, agents: dict[str, object]) -> Starlette:
     return create_app(load_framework({"agents": agents, "sessionDir": str(tmp_path / "sessions")}))
 
 
@@ -61,11 +62,13 @@ def _stored_names(tmp_path: Path) -> list[str]:
 
 async def test_delete_forgets_every_member_of_a_swarm_a_factory_built(tmp_path: Path) -> None:
     app = _app(tmp_path, {"desk": {"factory": "e2e.test_factories_served:desk_swarm"}})
-    with serve_in_thread(app) as url:  # type: ignore[arg-type]
+    with serve_in_thread(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             body = {"message": "remember me", "contextId": "ctx-desk"}
             first = await client.post("/agents/desk/send", json=body)
-            assert first.json()["agent"] == "front"  # the done frame names the member too
+            assert first.json()["agent"] == "front"  # the SendResult names the member
+            streamed = await stream_turn(client, "desk", {"message": "hi", "contextId": "ctx-desk"})
+            assert streamed[-1].done and streamed[-1].data["agent"] == "front"  # and `done`
             assert any("desk--front" in name for name in _stored_names(tmp_path))
             deleted = await client.delete("/agents/desk/contexts/ctx-desk")
             assert deleted.status_code == 204
@@ -78,10 +81,10 @@ async def test_delete_forgets_every_member_of_a_swarm_a_factory_built(tmp_path: 
 
 async def test_delete_of_a_swarm_after_a_restart_forgets_its_members(tmp_path: Path) -> None:
     agents: dict[str, object] = {"desk": {"factory": "e2e.test_factories_served:desk_swarm"}}
-    with serve_in_thread(_app(tmp_path, agents)) as url:  # type: ignore[arg-type]
+    with serve_in_thread(_app(tmp_path, agents)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             await client.post("/agents/desk/send", json={"message": "hi", "contextId": "ctx-r"})
-    with serve_in_thread(_app(tmp_path, agents)) as url:  # type: ignore[arg-type]
+    with serve_in_thread(_app(tmp_path, agents)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             deleted = await client.delete("/agents/desk/contexts/ctx-r")
     assert deleted.status_code == 204
@@ -90,7 +93,7 @@ async def test_delete_of_a_swarm_after_a_restart_forgets_its_members(tmp_path: P
 
 async def test_a_factory_that_shares_one_agent_is_refused(tmp_path: Path) -> None:
     app = _app(tmp_path, {"broken": {"factory": "e2e.test_factories_served:shared_agent"}})
-    with serve_in_thread(app) as url:  # type: ignore[arg-type]
+    with serve_in_thread(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             first = await client.post(
                 "/agents/broken/send", json={"message": "my secret", "contextId": "ctx-a"}
@@ -113,7 +116,7 @@ async def test_a_factory_refuses_a_context_with_403_and_may_refuse_the_catalog_i
     app = _app(tmp_path, {"guarded": {"factory": "e2e.test_factories_served:guarded_agent"}})
     # checked at start with the reserved id only, whose refusal does not stop the start
     assert calls.read_text(encoding="utf-8").splitlines() == [CATALOG_CONTEXT_ID]
-    with serve_in_thread(app) as url:  # type: ignore[arg-type]
+    with serve_in_thread(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             assert (await client.get("/agents")).json()["agents"][0]["skills"] == []
             refused = await client.post(
