@@ -72,7 +72,13 @@ def serve(pace: str, storage_kind: str, folder: Path) -> None:
     import uvicorn
 
     from agentkeel import Agent, ScriptedModel, ScriptedTurn
-    from agentkeel.framework import A2ASettings, AgentDefinition, Framework, ServerSettings
+    from agentkeel.framework import (
+        A2ASettings,
+        AgentDefinition,
+        Catalog,
+        Framework,
+        ServerSettings,
+    )
     from agentkeel.server import create_app
     from agentkeel.storage.file import LocalFileStorage
     from agentkeel.storage.memory import InMemoryStorage
@@ -83,7 +89,9 @@ def serve(pace: str, storage_kind: str, folder: Path) -> None:
         del context_id
         return Agent(ScriptedModel([turn], chunk_size=len(TOKEN_TEXT), repeat=True), name="bench")
 
-    definition = AgentDefinition(name="bench", description="bench", factory=factory)
+    definition = AgentDefinition(
+        name="bench", factory=factory, catalog=Catalog(description="bench")
+    )
     storage = LocalFileStorage(folder) if storage_kind == "file" else InMemoryStorage()
     settings = ServerSettings(a2a=A2ASettings(grpc_port=0))
     app = create_app(Framework(definitions={"bench": definition}, storage=storage, server=settings))

@@ -9,8 +9,8 @@ public card keeps the tools to itself (one skill saying what the agent does), so
 authenticated callers see them; without authentication every caller is the same
 anonymous principal and both cards list them.
 
-The public card carries a weak ``ETag`` and a ``Last-Modified`` (when this process
-first served it: the card only changes with the server's configuration), answers
+The public card carries a weak ``ETag`` and a ``Last-Modified`` (when this process first
+served it, or when it last changed: a factory's tools may become known later), answers
 ``304`` to a matching ``If-None-Match`` or ``If-Modified-Since``, and may be cached
 for five minutes.
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate, parsedate_to_datetime
@@ -45,8 +44,6 @@ from agentkeel.auth_settings import AuthSettings
 from agentkeel.framework import AgentDefinition
 
 __all__ = ["CARD_PATH", "REST_PATH", "CardSource", "agent_card"]
-
-logger = logging.getLogger(__name__)
 
 CARD_PATH = "/.well-known/agent-card.json"
 """Where a card is served, below an agent's A2A base URL."""
@@ -76,12 +73,7 @@ def _overall_skill(definition: AgentDefinition) -> AgentSkill:
 
 def _skills(definition: AgentDefinition) -> list[AgentSkill]:
     """One skill per tool (what the agent can do); a tool-less agent converses."""
-    descriptions: dict[str, str] = {}
-    try:
-        probe = definition.factory("agentkeel-probe")
-        descriptions = {name: item.description for name, item in probe.tools.items()}
-    except Exception as exc:  # a card without tool descriptions beats no card
-        logger.warning("definition=<%s> | could not list its tools: %r", definition.name, exc)
+    descriptions = definition.describe().tools  # a factory's: see CATALOG_CONTEXT_ID
     skills = [
         AgentSkill(
             id=name,
@@ -110,7 +102,7 @@ def agent_card(
             HTTP+JSON interface is at ``url + "/v1"``.
         auth: The server's authentication, declared as the card's security schemes
             (``Authorization: Bearer`` with an API key or a JWT; ``X-API-Key``).
-        skills: Build the skills from the agent's tools (probes its factory once).
+        skills: Build the skills from the agent's tools (`AgentDefinition.describe`).
         grpc_url: ``host:port`` of the gRPC port, declared with the definition's name
             as its tenant; None when gRPC is off.
     """
@@ -190,16 +182,15 @@ class CardSource:
         self.definition = definition
         self.auth = auth
         self.grpc_port = grpc_port
-        self._skills: list[AgentSkill] = []
         self.last_base = ""
         """The base URL the card was last fetched at (how the extended card names it)."""
-        self.first_served = time.time()
+        self.modified = int(time.time())
+        """When the public card last changed (`Last-Modified`), whole seconds."""
+        self._etag = ""
 
     def skills(self) -> list[AgentSkill]:
-        """The tool skills (probes the factory on first use)."""
-        if not self._skills:
-            self._skills.extend(_skills(self.definition))
-        return self._skills
+        """The tool skills (a factory's are learned lazily: they may appear later)."""
+        return _skills(self.definition)
 
     def card(self, base: str, host: str | None, *, extended: bool) -> AgentCard:
         """The card for clients reaching the agent at `base` (gRPC on `host`)."""
@@ -222,13 +213,16 @@ class CardSource:
             self.last_base = base
             body = agent_card_to_dict(self.card(base, request.url.hostname, extended=False))
             encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            etag = f'W/"{hashlib.sha256(encoded).hexdigest()[:32]}"'
+            if etag != self._etag:  # first served, or a factory's tools became known
+                self._etag, self.modified = etag, max(self.modified, int(time.time()))
             headers = {
-                "ETag": f'W/"{hashlib.sha256(encoded).hexdigest()[:32]}"',
-                "Last-Modified": formatdate(int(self.first_served), usegmt=True),
+                "ETag": etag,
+                "Last-Modified": formatdate(self.modified, usegmt=True),
                 "Cache-Control": _CACHE_CONTROL,
                 "Vary": "Host",
             }
-            if _not_modified(request, headers["ETag"], int(self.first_served)):
+            if _not_modified(request, etag, self.modified):
                 return Response(status_code=304, headers=headers)
             return JSONResponse(body, headers=headers)
 

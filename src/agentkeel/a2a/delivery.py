@@ -40,6 +40,7 @@ from anyio.abc import TaskGroup
 from agentkeel.a2a.executor import A2AExecutor
 from agentkeel.a2a.mapping import RESPONSE_ARTIFACT, StreamMapper, TextChunk, status_time
 from agentkeel.a2a.push import RetryingPushSender, StoredPushConfigs
+from agentkeel.errors import AgentkeelError
 from agentkeel.server.streaming import RunChannel
 
 __all__ = ["PushDelivery"]
