@@ -39,6 +39,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from agentkeel.a2a_settings import A2ASettings
 from agentkeel.agent import Agent
 from agentkeel.auth_settings import AuthSettings, load_auth
 from agentkeel.checkpoint.base import Checkpointer
@@ -106,17 +107,6 @@ def parse_duration(text: str | None) -> float | None:
 
 
 # -- runtime objects ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class A2ASettings:
-    """The ``server.a2a`` section: the A2A binding's gRPC port and push-webhook policy."""
-
-    grpc_port: int | None = None
-    """Serve A2A over gRPC on this port of ``server.host`` (0: any free one); None: off."""
-    allow_private_webhooks: bool = False
-    """Let push notifications go to loopback and private addresses (tests, internal
-    deployments); off, such webhook URLs are refused (SSRF)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
