@@ -60,8 +60,10 @@ from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
+from agentkeel.tools.toolset import Toolset
 
 if TYPE_CHECKING:
+    from agentkeel.mcp import MCPServer
     from agentkeel.server import A2AServer, serve_framework
 
 __all__ = [
@@ -95,6 +97,7 @@ __all__ = [
     "InvocationState",
     "KeepAllConversationManager",
     "LocalFileStorage",
+    "MCPServer",
     "Message",
     "ModelError",
     "Reject",
@@ -123,6 +126,7 @@ __all__ = [
     "ToolCallEvent",
     "ToolCallRecord",
     "ToolResultEvent",
+    "Toolset",
     "Usage",
     "interrupt",
     "serve_framework",
@@ -131,6 +135,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
+    if name == "MCPServer":  # needs the optional `mcp` SDK
+        from agentkeel.mcp import MCPServer
+
+        return MCPServer
     """Import the server's names on first use, so `import agentkeel` stays light."""
     if name in ("A2AServer", "serve_framework"):
         import agentkeel.server as server

@@ -45,6 +45,7 @@ from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage.base import RunRecord
 from agentkeel.tools.decorator import Tool
+from agentkeel.tools.toolset import Toolset, resolve_tools
 
 __all__ = ["Agent", "StreamItem"]
 
@@ -60,7 +61,8 @@ class Agent:
 
     Args:
         model: The model provider (see `agentkeel.models`).
-        tools: Tools the model may call (functions decorated with `@tool`).
+        tools: Tools the model may call: functions decorated with `@tool`, and toolsets
+            whose tools are listed at the start of each run (an `MCPServer`).
         system_prompt: Instructions sent with every model call.
         name: The agent's name (logs, swarm members, the A2A card).
         description: What the agent does, for clients listing agents.
@@ -78,7 +80,7 @@ class Agent:
         self,
         model: Model,
         *,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | Toolset] = (),
         system_prompt: str | None = None,
         name: str = "agent",
         description: str = "",
@@ -94,7 +96,12 @@ class Agent:
             raise ConfigurationError("model must implement agentkeel.models.Model")
         self.model = model
         self.tools: dict[str, Tool] = {}
+        self.toolsets: list[Toolset] = []
+        """Sources of tools known only at run time (MCP servers)."""
         for item in tools:
+            if isinstance(item, Toolset) and not isinstance(item, Tool):
+                self.toolsets.append(item)
+                continue
             if not isinstance(item, Tool):
                 raise ConfigurationError(
                     f"{item!r} is not a Tool; decorate the function with @tool"
@@ -260,6 +267,7 @@ class Agent:
                 agent_name=self.name,
                 step=run.step,
                 shared_state=self.shared_state,
+                principal=None if self.session_manager is None else self.session_manager.key.principal,
             )
             emit(StatusEvent())
             await self.hooks.invoke(
@@ -279,7 +287,10 @@ class Agent:
                 else:
                     with anyio.CancelScope() as scope:
                         self._scope = scope
-                        outcome = await self._loop(run, context, emit).run(run)
+                        tools = self.tools
+                        if self.toolsets:
+                            tools = await resolve_tools(self.tools, self.toolsets, context)
+                        outcome = await self._loop(run, context, emit, tools).run(run)
                     cancelled_by_caller = scope.cancelled_caught
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
@@ -297,10 +308,12 @@ class Agent:
             await self.hooks.invoke(AfterRunEvent(context=context, result=result))
             return result
 
-    def _loop(self, run: RunState, context: RunContext, emit: EventHandler) -> RunLoop:
+    def _loop(
+        self, run: RunState, context: RunContext, emit: EventHandler, tools: Mapping[str, Tool]
+    ) -> RunLoop:
         return RunLoop(
             model=self.model,
-            tools=self.tools,
+            tools=tools,
             approve=self.approve,
             system_prompt=self.system_prompt,
             history=self.messages,
