@@ -267,7 +267,9 @@ class Agent:
                 agent_name=self.name,
                 step=run.step,
                 shared_state=self.shared_state,
-                principal=None if self.session_manager is None else self.session_manager.key.principal,
+                principal=None
+                if self.session_manager is None
+                else self.session_manager.key.principal,
             )
             emit(StatusEvent())
             await self.hooks.invoke(

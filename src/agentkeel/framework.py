@@ -54,6 +54,7 @@ from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
+from agentkeel.tools.toolset import Toolset
 
 __all__ = [
     "AgentDefinition",
@@ -183,12 +184,28 @@ class _ModelConfig(_Strict):
     thinking_budget: int | None = Field(default=None, ge=0)
 
 
+class _McpServer(_Strict):
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = []
+    env: dict[str, str | _EnvSecret] = {}
+    cwd: str | None = None
+    url: str | None = Field(default=None, min_length=1)
+    headers: dict[str, str | _EnvSecret] = {}
+    prefix: str = ""
+    tools: list[str] | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    start_timeout: float | None = Field(default=None, gt=0)
+    per_context: bool = False
+    identity: Literal["none", "meta", "headers"] = "none"
+
+
 class _DeclaredAgent(_Strict):
     description: str = ""
     model: _ModelConfig
     system_prompt: str | None = None
     tools: list[str] = []
     approve: list[str] = []
+    mcp: dict[str, _McpServer] = {}
     max_steps: int | None = Field(default=None, ge=1)
     tool_timeout: float | None = Field(default=None, gt=0)
 
@@ -371,8 +388,13 @@ class _Loader:
         """An Agent factory (and its tool names) for one declared agent."""
         tools = [self.tool(f"{prefix}.tools[{i}]", ref) for i, ref in enumerate(config.tools)]
         names = {item.name for item in tools}
+        servers = [
+            self.mcp_server(f"{prefix}.mcp.{key}", name, key, item)
+            for key, item in config.mcp.items()
+        ]
         for index, approved in enumerate(config.approve):
-            if approved not in names:
+            # an MCP tool's name is known once its server started (checked then)
+            if approved not in names and not servers:
                 raise self.error(
                     f"{prefix}.approve[{index}]", f"{approved!r} is not one of the agent's tools"
                 )
@@ -387,7 +409,7 @@ class _Loader:
             del context_id  # every context gets a fresh Agent; the model is shared
             return Agent(
                 model,
-                tools=tools,
+                tools=[*tools, *servers],
                 system_prompt=config.system_prompt,
                 name=name,
                 description=config.description,
@@ -452,6 +474,22 @@ class _Loader:
             factory=factory,
             skills=tuple(probe.tools),
         )
+
+    def mcp_server(self, path: str, agent: str, name: str, config: _McpServer) -> Toolset:
+        """One MCP server of an agent: a single object shared by all its contexts."""
+        try:
+            from agentkeel.mcp.framework import mcp_server
+        except ImportError as exc:
+            raise self.error(path, str(exc)) from None
+        try:
+            return mcp_server(
+                name,
+                config.model_dump(),
+                label=f"{agent}.mcp.{name}",
+                cwd=str(self.resolve(config.cwd) if config.cwd else self.base),
+            )
+        except ConfigurationError as exc:
+            raise self.error(path, exc.message) from None
 
     def tool(self, path: str, ref: str) -> Tool:
         target = self.import_ref(path, ref)

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentkeel.mcp.config import HttpTransport, MCPOptions, Transport, resolve_values
 from agentkeel.mcp.elicitation import Elicitation
@@ -142,7 +143,11 @@ class MCPConnection:
                 self.alive = True
                 started = True
                 task_status.started()
-                await self._closing.wait()
+                async with anyio.create_task_group() as group:
+                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                        group.start_soon(self._listen, client)
+                    await self._closing.wait()
+                    group.cancel_scope.cancel()
         except Exception as exc:
             if not started:
                 raise
@@ -184,6 +189,15 @@ class MCPConnection:
         self.tools = tuple(listed)
         self.stale = False
 
+    async def _listen(self, client: Client) -> None:
+        """On a 2026-era connection, list changes arrive on a subscription stream."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    self.stale = True
+        except Exception as exc:
+            logger.debug("mcp=<%s> | no list-change subscription: %s", self.label, _describe(exc))
+
     async def refresh(self) -> None:
         """Fetch the tool list again if the server said it changed; keeps the old one on error."""
         if not (self.stale and self.alive):
@@ -195,11 +209,7 @@ class MCPConnection:
             logger.warning("mcp=<%s> | listing the tools failed: %s", self.label, _describe(exc))
 
     async def _on_message(self, message: object) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(
-            message, types.ToolListChangedNotification
-        ):
-            self.stale = True
-        elif isinstance(message, types.ToolListChangedNotification):
+        if isinstance(message, types.ToolListChangedNotification):
             self.stale = True
         await anyio.lowlevel.checkpoint()
 
@@ -234,19 +244,24 @@ class MCPConnection:
         self._group.start_soon(self._run_call, call, arguments, meta)
         return call
 
-    async def _run_call(self, call: Call, arguments: dict[str, Any], meta: dict[str, Any] | None) -> None:
+    async def _run_call(
+        self, call: Call, arguments: dict[str, Any], meta: dict[str, Any] | None
+    ) -> None:
         client = self._require()
 
-        async def progress(value: float, total: float | None, message: str | None) -> None:
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
             if self.on_progress is not None:
-                outcome = self.on_progress(call.tool, value, total, message)
+                outcome = self.on_progress(call.tool, progress, total, message)
                 if outcome is not None:
                     await outcome
 
         try:
             with call.scope:
                 call.result = await client.call_tool(
-                    call.tool, arguments, progress_callback=progress, meta=meta
+                    call.tool,
+                    arguments,
+                    progress_callback=progress,
+                    meta=None if meta is None else cast(types.RequestParamsMeta, meta),
                 )
             if call.scope.cancelled_caught:
                 call.error = f"the call to {call.tool!r} was cancelled"

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -41,7 +41,7 @@ from agentkeel.mcp.config import (
     Transport,
 )
 from agentkeel.mcp.connection import Call, CallFailedError, MCPConnection, ProgressHandler
-from agentkeel.mcp.tool import MCPTool, build_tool, convert_result
+from agentkeel.mcp.tool import build_tool, convert_result, tool_name
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.tools.decorator import Tool
 
@@ -68,7 +68,7 @@ class _Failures:
         """Seconds until the next restart may be tried (none after the first failure)."""
         if self.count <= 1:
             return 0.0
-        pause = min(_MAX_BACKOFF, 0.5 * 2 ** (self.count - 2))
+        pause = min(_MAX_BACKOFF, 0.5 * float(2 ** (self.count - 2)))
         return max(0.0, self.last + pause - time.monotonic())
 
 
@@ -246,9 +246,11 @@ class MCPServer:
             await connection.close()
 
     @property
-    def listed_tools(self) -> tuple[str, ...]:
-        """The MCP names of the tools the server offered last (after the allow-list)."""
-        return tuple(item.name for item in self._allowed(self._listed))
+    def tool_names(self) -> tuple[str, ...]:
+        """The agent-side names of the tools the server offered last (after the allow-list)."""
+        return tuple(
+            tool_name(self.options.prefix, item.name) for item in self._allowed(self._listed)
+        )
 
     async def _open(self, key: _Key) -> MCPConnection:
         async with self._opening:
@@ -362,7 +364,7 @@ class MCPServer:
             if pending is not None and answer is not _NO_ANSWER:
                 call.answered += 1
                 call.elicitation = None
-                pending.give(answer)
+                pending.give(cast(JSONValue, answer))
         parking = False
         try:
             while not call.done.is_set():

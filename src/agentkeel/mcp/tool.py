@@ -65,8 +65,10 @@ class MCPTool(Tool):
 
 
 def tool_name(prefix: str, remote: str) -> str:
-    """The agent-side name: the prefix, then the MCP name with characters models refuse
-    (dots, slashes, spaces) replaced by ``_``, cut to 64 characters."""
+    """The agent-side name: the prefix, then the MCP name, as a model accepts it.
+
+    Characters models refuse (dots, slashes, spaces) become ``_``; cut to 64 characters.
+    """
     name = _INVALID.sub("_", f"{prefix}{remote}")
     if not name or not (name[0].isalpha() or name[0] == "_"):
         name = f"_{name}"

@@ -48,6 +48,7 @@ from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.runs import ServerRuntime
+from agentkeel.server.toolsets import open_toolsets
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -153,7 +154,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        async with runtime.running():
+        # MCP servers open before the first turn and close after the last one drained
+        async with open_toolsets(framework), runtime.running():
             yield
 
     middleware = []

@@ -103,6 +103,8 @@ class ContextCache:
         max_contexts: How many idle Agents to keep; busy ones may briefly exceed it.
         policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses).
         on_evict: Called once per eviction (metrics).
+        on_drop: Told each Agent that leaves the cache (evicted, discarded, deleted), so
+            that what it held for its context alone (per-context MCP connections) closes.
         swarms: The definitions whose factories build a Swarm.
     """
 
@@ -116,6 +118,7 @@ class ContextCache:
         policy: ConcurrencyPolicy = "queue",
         on_evict: Callable[[], None] | None = None,
         swarms: frozenset[str] = frozenset(),
+        on_drop: Callable[[ContextEntry], None] | None = None,
     ) -> None:
         self.factories = dict(factories)
         self.swarms = swarms
@@ -125,6 +128,7 @@ class ContextCache:
         self.max_contexts = max(1, max_contexts)
         self.policy = policy
         self.on_evict = on_evict
+        self.on_drop = on_drop
         self.evictions = 0
         self._entries: OrderedDict[SessionKey, ContextEntry] = OrderedDict()
         self._busy: dict[SessionKey, anyio.Event] = {}
@@ -191,7 +195,7 @@ class ContextCache:
 
     def discard(self, key: SessionKey) -> None:
         """Drop `key`'s Agent even if it is busy (its memory may differ from storage)."""
-        self._entries.pop(key, None)
+        self._dropped(self._entries.pop(key, None))
 
     async def exists(self, key: SessionKey) -> bool:
         """Whether the context has anything: a cached Agent, a session, runs or a checkpoint."""
@@ -217,7 +221,7 @@ class ContextCache:
         done = self._busy[key] = anyio.Event()
         try:
             existed = await self.exists(key)
-            self._entries.pop(key, None)
+            self._dropped(self._entries.pop(key, None))
             if existed:
                 await forget_context(
                     key,
@@ -239,6 +243,10 @@ class ContextCache:
         agent.hooks.add_callback(BeforeRunEvent, entry.notify_run_started)
         return entry
 
+    def _dropped(self, entry: ContextEntry | None) -> None:
+        if entry is not None and self.on_drop is not None:
+            self.on_drop(entry)
+
     def _evict(self) -> None:
         excess = len(self._entries) - self.max_contexts
         if excess <= 0:
@@ -250,7 +258,7 @@ class ContextCache:
                 if len(victims) == excess:
                     break
         for key in victims:
-            del self._entries[key]
+            self._dropped(self._entries.pop(key))
             self.evictions += 1
             if self.on_evict is not None:
                 self.on_evict()

@@ -44,6 +44,7 @@ from agentkeel.server.contexts import ContextCache, ContextEntry, TurnTicket
 from agentkeel.server.errors import IdempotencyKeyReusedError, ShuttingDownError
 from agentkeel.server.metrics import ServerMetrics
 from agentkeel.server.streaming import RetainedStreams, RunChannel
+from agentkeel.server.toolsets import managed_toolsets, release_toolsets
 from agentkeel.server.wire import (
     SendRequest,
     done_frame,
@@ -97,6 +98,7 @@ class ServerRuntime:
             max_contexts=framework.max_contexts,
             policy=framework.server.concurrency,
             on_evict=self.metrics.evictions.inc,
+            on_drop=self._dropped,
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
@@ -152,6 +154,13 @@ class ServerRuntime:
             await anyio.sleep(_SWEEP_SECONDS)
             self.streams.sweep()
             self._forget_expired(time.monotonic())
+
+    def _dropped(self, entry: ContextEntry) -> None:
+        """A context left the cache: close what its Agent held for it alone (MCP)."""
+        if self._group is not None and managed_toolsets(entry.agent):
+            self._group.start_soon(
+                release_toolsets, entry.agent, entry.key.principal, entry.key.context_id
+            )
 
     # -- submitting a turn --------------------------------------------------------------
 

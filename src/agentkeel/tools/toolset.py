@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 from agentkeel.context import RunContext
 from agentkeel.tools.decorator import Tool
 
-__all__ = ["Toolset", "resolve_tools"]
+__all__ = ["ManagedToolset", "Toolset", "resolve_tools"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,28 @@ class Toolset(Protocol):
 
     async def list_tools(self, context: RunContext) -> Sequence[Tool]:
         """The tools for this run; never raises (a source that is down lists what it last had)."""
+        ...
+
+
+@runtime_checkable
+class ManagedToolset(Toolset, Protocol):
+    """A toolset holding connections: opened by the server's lifespan, closed at shutdown."""
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The names its tools had when it was last listed (to check ``approve`` at start)."""
+        ...
+
+    async def start(self) -> None:
+        """Open it; raises ConfigurationError, naming it, when it cannot start."""
+        ...
+
+    async def close(self) -> None:
+        """Close everything it holds."""
+        ...
+
+    async def release(self, principal: str | None, context_id: str | None) -> None:
+        """A context left the server's cache: drop what was held for it alone."""
         ...
 
 
