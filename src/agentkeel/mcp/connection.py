@@ -15,8 +15,8 @@ later call.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -159,7 +159,8 @@ class MCPConnection:
             for call in list(self.calls):
                 call.scope.cancel()
 
-    def _connect(self) -> AbstractAsyncContextManager[Client]:
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Client]:
         transport = self.transport
         common: dict[str, Any] = {
             "message_handler": self._on_message,
@@ -168,13 +169,18 @@ class MCPConnection:
         }
         if isinstance(transport, HttpTransport):
             headers = resolve_values(transport.headers, f"MCP server {self.label!r}: header")
-            http = create_mcp_http_client(headers={**headers, **self.headers})
-            return Client(streamable_http_client(transport.url, http_client=http), **common)
+            # the SDK leaves a client it was given open: this one closes with the session
+            async with create_mcp_http_client(headers={**headers, **self.headers}) as http:
+                target = streamable_http_client(transport.url, http_client=http)
+                async with Client(target, **common) as client:
+                    yield client
+            return
         env = resolve_values(transport.env, f"MCP server {self.label!r}: env")
         params = StdioServerParameters(
             command=transport.command, args=list(transport.args), env=env, cwd=transport.cwd
         )
-        return Client(stdio_client(params), **common)
+        async with Client(stdio_client(params), **common) as client:
+            yield client
 
     async def _list(self) -> None:
         client = self._require()
