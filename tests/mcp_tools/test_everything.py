@@ -9,6 +9,7 @@ import pytest
 
 from agentkeel import Agent, InputAnswer, ScriptedModel, ScriptedToolCall, ScriptedTurn
 from agentkeel.mcp import MCPServer
+from agentkeel.messages import JSONObject
 from agentkeel.models.base import ModelRequest
 from mcp_tools import EVERYTHING, everything_over_http, node_server
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.anyio
 Progress = list[tuple[str, float, float | None]]
 
 
-def call(name: str, arguments: dict[str, object] | None = None) -> ScriptedTurn:
+def call(name: str, arguments: JSONObject | None = None) -> ScriptedTurn:
     return ScriptedTurn(tool_calls=[ScriptedToolCall(name, dict(arguments or {}))])
 
 
@@ -91,8 +92,15 @@ async def test_echo_add_structured_content_and_an_image(everything: MCPServer) -
     }
     image = outputs["get-tiny-image"]
     assert isinstance(image, dict)
-    (part,) = image["parts"]  # type: ignore[misc]
-    assert part == {"type": "image", "name": "image 1", "mimeType": "image/png", "bytes": part["bytes"]}  # type: ignore[index]
+    parts = image["parts"]
+    assert isinstance(parts, list) and len(parts) == 1
+    part = parts[0]
+    assert isinstance(part, dict) and isinstance(part["bytes"], int) and part["bytes"] > 0
+    assert {k: v for k, v in part.items() if k != "bytes"} == {
+        "type": "image",
+        "name": "image 1",
+        "mimeType": "image/png",
+    }
     assert "data" not in json.dumps(image)  # the image is named, its bytes are not kept
     results = [p for m in model.requests[1].messages for p in m.parts if p.kind == "tool_result"]
     assert [p.content for p in results][0] == "Echo: hi"
@@ -101,7 +109,9 @@ async def test_echo_add_structured_content_and_an_image(everything: MCPServer) -
 async def test_a_long_running_tool_reports_progress(
     everything: MCPServer, progress: Progress
 ) -> None:
-    model = ScriptedModel([call("trigger-long-running-operation", {"duration": 1, "steps": 2}), "ok"])
+    model = ScriptedModel(
+        [call("trigger-long-running-operation", {"duration": 1, "steps": 2}), "ok"]
+    )
     result = await Agent(model, tools=[everything]).invoke_async("go")
     assert result.tool_calls[0].status == "success"
     assert "Long running operation completed" in str(result.tool_calls[0].output)
@@ -137,7 +147,7 @@ async def test_an_elicitation_is_an_input_interrupt_and_the_answer_reaches_the_s
     assert question.prompt is not None
     assert question.prompt.startswith("Please provide inputs for the following fields:")
     assert "email" in question.prompt
-    answer = {"name": "Ada Lovelace", "check": True, "email": "ada@example.com"}
+    answer: JSONObject = {"name": "Ada Lovelace", "check": True, "email": "ada@example.com"}
     resumed = await agent.resume_async(question.id, InputAnswer(answer))
     assert resumed.status == "completed"
     assert resumed.run_id == suspended.run_id
@@ -150,6 +160,8 @@ async def test_a_declined_elicitation_is_told_to_the_server(everything: MCPServe
     model = ScriptedModel([call("trigger-elicitation-request"), "ok"])
     agent = Agent(model, tools=[everything])
     suspended = await agent.invoke_async("ask me")
-    resumed = await agent.resume_async(suspended.interrupts[0].id, InputAnswer({"action": "decline"}))
+    resumed = await agent.resume_async(
+        suspended.interrupts[0].id, InputAnswer({"action": "decline"})
+    )
     assert resumed.status == "completed"
     assert "decline" in str(resumed.tool_calls[0].output).lower()

@@ -17,14 +17,16 @@ from agentkeel import (
     ScriptedTurn,
 )
 from agentkeel.context import RunContext
-from agentkeel.mcp import MCPServer
+from agentkeel.mcp import MCPServer, StdioTransport
+from agentkeel.messages import JSONObject
+from agentkeel.models.scripted import TurnSource
 from agentkeel.state import AgentState, InvocationState
 from mcp_tools import EVERYTHING, PYTHON, faulty_args, node_server
 
 pytestmark = pytest.mark.anyio
 
 
-def call(name: str, arguments: dict[str, object] | None = None) -> ScriptedTurn:
+def call(name: str, arguments: JSONObject | None = None) -> ScriptedTurn:
     return ScriptedTurn(tool_calls=[ScriptedToolCall(name, dict(arguments or {}))])
 
 
@@ -59,7 +61,8 @@ async def test_a_server_killed_mid_call_gives_an_error_result_then_a_working_cal
 
 
 async def test_restarts_back_off_while_the_server_keeps_failing() -> None:
-    crash, who = [call("crash", {"delay": 0}), "a"], [call("whoami"), "b"]
+    crash: list[TurnSource] = [call("crash", {"delay": 0}), "a"]
+    who: list[TurnSource] = [call("whoami"), "b"]
     model = ScriptedModel([*crash, *who, *crash, *who, *who])
     async with faulty() as server:
         agent = Agent(model, tools=[server])
@@ -67,7 +70,7 @@ async def test_restarts_back_off_while_the_server_keeps_failing() -> None:
         restarted = await agent.invoke_async("who")
         await agent.invoke_async("crash")
         working = server.transport
-        server.transport = type(working)(command=PYTHON, args=tuple(faulty_args("exit")))
+        server.transport = StdioTransport(command=PYTHON, args=tuple(faulty_args("exit")))
         # the run's tool listing tries the restart, which fails; the call then meets the pause
         paused = await agent.invoke_async("who")
         server.transport = working

@@ -4,8 +4,9 @@ The model sees the server's own description and JSON schema; the server validate
 arguments. What the model gets back:
 
 - a result of text only is that text (so ``echo`` answers ``"Echo: hi"``);
-- otherwise a JSON object: ``text`` (the text parts, joined), ``structuredContent`` when
-  the server sent it, and ``parts`` naming each image, audio clip and resource
+- otherwise a JSON object: ``structuredContent`` when the server sent it, ``text`` (the
+  text parts, joined; left out when it is only the JSON of the structured content), and
+  ``parts`` naming each image, audio clip and resource
   (``{"type": "image", "name": "image 1", "mimeType": "image/png", "bytes": 170}``).
   Binary data is not put in the history (the providers' tool results are text, and the
   history is stored); a text resource keeps its text.
@@ -108,12 +109,22 @@ def convert_result(result: types.CallToolResult) -> tuple[JSONValue, bool]:
     structured = result.structured_content
     if not parts and structured is None:
         return text, bool(result.is_error)
-    content: JSONObject = {"text": text}
+    content: JSONObject = {}
     if structured is not None:
         content["structuredContent"] = cast(JSONValue, json.loads(json.dumps(structured)))
+    if text and not _same_json(text, structured):
+        content["text"] = text
     if parts:
         content["parts"] = parts
     return content, bool(result.is_error)
+
+
+def _same_json(text: str, structured: object) -> bool:
+    """Whether `text` is only the JSON of `structured` (servers send both, as MCP asks)."""
+    try:
+        return bool(json.loads(text) == structured)
+    except ValueError:
+        return False
 
 
 def _describe_block(block: object, fallback: str) -> JSONObject:
