@@ -141,8 +141,8 @@ async def test_write_file_waits_for_approval_across_a_restart(
     decision = {"approved": True} if approved else {"approved": False, "reason": "not today"}
     resume = {"interruptId": interrupt["id"], "decision": decision}
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-        body: dict[str, object] = {"contextId": first["contextId"], "resume": resume}
-        second = (await client.post("/agents/files/send", json=body)).json()
+        again: dict[str, object] = {"contextId": first["contextId"], "resume": resume}
+        second = (await client.post("/agents/files/send", json=again)).json()
     assert second["status"] == "completed"
     assert second["runId"] == first["runId"]
     if approved:
