@@ -254,3 +254,16 @@ async def test_a_per_context_connection_closes_when_its_context_leaves_the_cache
     assert opened == {(None, "ctx-one")}
     assert left == {(None, "ctx-two")}
     assert server._connections == {}  # shutdown closed the rest
+
+
+def test_the_mcp_example_loads_and_the_demo_example_needs_no_mcp() -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    framework = load_framework(examples / "mcp" / "framework.json")
+    files = framework.definitions["files"].factory("ctx-example")
+    assert isinstance(files, Agent)
+    (server,) = files.toolsets
+    assert isinstance(server, MCPServer)
+    assert server.options.tools is not None and "write_file" in server.options.tools
+    assert files.approve == frozenset({"write_file"})
+    demo = json.loads((examples / "framework.json").read_text(encoding="utf-8"))
+    assert all("mcp" not in agent for agent in demo["agents"].values())
