@@ -388,12 +388,8 @@ class _Loader:
         """An Agent factory (and its tool names) for one declared agent."""
         tools = [self.tool(f"{prefix}.tools[{i}]", ref) for i, ref in enumerate(config.tools)]
         names = {item.name for item in tools}
-        servers = [
-            self.mcp_server(f"{prefix}.mcp.{key}", name, key, item)
-            for key, item in config.mcp.items()
-        ]
+        servers = [self.mcp_server(f"{prefix}.mcp.{k}", name, k, v) for k, v in config.mcp.items()]
         for index, approved in enumerate(config.approve):
-            # an MCP tool's name is known once its server started (checked then)
             if approved not in names and not servers:
                 raise self.error(
                     f"{prefix}.approve[{index}]", f"{approved!r} is not one of the agent's tools"
@@ -479,17 +475,11 @@ class _Loader:
         """One MCP server of an agent: a single object shared by all its contexts."""
         try:
             from agentkeel.mcp.framework import mcp_server
-        except ImportError as exc:
-            raise self.error(path, str(exc)) from None
-        try:
-            return mcp_server(
-                name,
-                config.model_dump(),
-                label=f"{agent}.mcp.{name}",
-                cwd=str(self.resolve(config.cwd) if config.cwd else self.base),
-            )
-        except ConfigurationError as exc:
-            raise self.error(path, exc.message) from None
+
+            cwd = str(self.resolve(config.cwd) if config.cwd else self.base)
+            return mcp_server(name, config.model_dump(), label=f"{agent}.mcp.{name}", cwd=cwd)
+        except (ImportError, ConfigurationError) as exc:
+            raise self.error(path, getattr(exc, "message", str(exc))) from None
 
     def tool(self, path: str, ref: str) -> Tool:
         target = self.import_ref(path, ref)

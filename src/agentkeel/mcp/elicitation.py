@@ -21,11 +21,10 @@ import anyio
 import mcp_types as types
 import pydantic
 
+from agentkeel.interrupts import InterruptRequested, interrupt
 from agentkeel.messages import JSONValue
 
-__all__ = ["Elicitation", "elicit_result"]
-
-_MISSING = object()
+__all__ = ["NO_ANSWER", "Elicitation", "elicit_result", "given_answer"]
 
 
 @dataclass(eq=False, slots=True)
@@ -102,3 +101,20 @@ def _form(content: dict[str, JSONValue]) -> dict[str, str | int | float | bool |
         else:
             form[key] = json.dumps(item)
     return form
+
+
+NO_ANSWER = object()
+"""What `given_answer` returns when the person has not answered (yet)."""
+
+
+def given_answer(index: int) -> object:
+    """The person's answer number `index` for this tool call, or `NO_ANSWER`."""
+    value: object = NO_ANSWER
+    try:
+        for _ in range(index + 1):
+            value = interrupt("")
+    except InterruptRequested:
+        return NO_ANSWER
+    except RuntimeError:  # called outside an agent run: nobody to ask
+        return NO_ANSWER
+    return value

@@ -17,10 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 
@@ -30,7 +28,7 @@ from anyio.abc import TaskGroup
 
 from agentkeel.context import RunContext
 from agentkeel.errors import ConfigurationError
-from agentkeel.interrupts import InterruptRequested, interrupt
+from agentkeel.interrupts import interrupt
 from agentkeel.mcp.config import (
     SERVER_NAME,
     EnvValue,
@@ -41,6 +39,8 @@ from agentkeel.mcp.config import (
     Transport,
 )
 from agentkeel.mcp.connection import Call, CallFailedError, MCPConnection, ProgressHandler
+from agentkeel.mcp.elicitation import NO_ANSWER, given_answer
+from agentkeel.mcp.restarts import RestartBackoff
 from agentkeel.mcp.tool import build_tool, convert_result, tool_name
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.tools.decorator import Tool
@@ -52,24 +52,10 @@ logger = logging.getLogger(__name__)
 _Key = tuple[str | None, str | None]
 """(principal, context id): whose connection, for a per-context server."""
 _SHARED: _Key = (None, None)
-_MAX_BACKOFF = 30.0
 META_CONTEXT = "agentkeel/contextId"
 META_PRINCIPAL = "agentkeel/principal"
 HEADER_CONTEXT = "X-Agentkeel-Context-Id"
 HEADER_PRINCIPAL = "X-Agentkeel-Principal"
-
-
-@dataclass(slots=True)
-class _Failures:
-    count: int = 0
-    last: float = 0.0
-
-    def wait_left(self) -> float:
-        """Seconds until the next restart may be tried (none after the first failure)."""
-        if self.count <= 1:
-            return 0.0
-        pause = min(_MAX_BACKOFF, 0.5 * float(2 ** (self.count - 2)))
-        return max(0.0, self.last + pause - time.monotonic())
 
 
 class MCPServer:
@@ -115,7 +101,7 @@ class MCPServer:
         self._group: TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
         self._connections: dict[_Key, MCPConnection] = {}
-        self._failures: dict[_Key, _Failures] = {}
+        self._failures: dict[_Key, RestartBackoff] = {}
         self._opening = anyio.Lock()
         self._listed: tuple[types.Tool, ...] = ()
         """The last tool list any connection returned (shown while the server is down)."""
@@ -257,7 +243,7 @@ class MCPServer:
             current = self._connections.get(key)
             if current is not None and current.alive:
                 return current
-            failures = self._failures.setdefault(key, _Failures())
+            failures = self._failures.setdefault(key, RestartBackoff())
             wait = failures.wait_left()
             if wait > 0:
                 raise CallFailedError(
@@ -279,8 +265,7 @@ class MCPServer:
             try:
                 await connection.open(self._group)
             except CallFailedError:
-                failures.count += 1
-                failures.last = time.monotonic()
+                failures.failed()
                 raise
             self._connections[key] = connection
             self._listed = connection.tools
@@ -309,9 +294,8 @@ class MCPServer:
             # the connection died (its process exited, its session ended): count it
             # towards the backoff, and replace it
             del self._connections[key]
-            failures = self._failures.setdefault(key, _Failures())
-            failures.count += 1
-            failures.last = time.monotonic()
+            failures = self._failures.setdefault(key, RestartBackoff())
+            failures.failed()
             await current.close()
         return await self._open(key)
 
@@ -349,7 +333,7 @@ class MCPServer:
         )
         resumed = self._unpark(parked_key)
         if resumed is None:
-            if _answer(0) is not _NO_ANSWER:
+            if given_answer(0) is not NO_ANSWER:
                 raise CallFailedError(
                     f"the question that MCP server {self.label!r} asked during this call was "
                     "lost (its connection closed, e.g. in a server restart, before the answer "
@@ -360,8 +344,8 @@ class MCPServer:
         else:
             connection, call = resumed
             pending = call.elicitation
-            answer = _answer(call.answered)
-            if pending is not None and answer is not _NO_ANSWER:
+            answer = given_answer(call.answered)
+            if pending is not None and answer is not NO_ANSWER:
                 call.answered += 1
                 call.elicitation = None
                 pending.give(cast(JSONValue, answer))
@@ -404,22 +388,6 @@ class MCPServer:
         if context.principal is not None:
             meta[META_PRINCIPAL] = context.principal
         return meta or None
-
-
-_NO_ANSWER = object()
-
-
-def _answer(index: int) -> object:
-    """The person's answer number `index` for this tool call, or `_NO_ANSWER`."""
-    value: object = _NO_ANSWER
-    try:
-        for _ in range(index + 1):
-            value = interrupt("")
-    except InterruptRequested:
-        return _NO_ANSWER
-    except RuntimeError:  # called outside an agent run: nobody to ask
-        return _NO_ANSWER
-    return value
 
 
 def _options(
