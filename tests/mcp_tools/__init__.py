@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "servers"
 FAULTY = HERE / "faulty_server.py"
 EVERYTHING = SERVERS / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
+PYTHON = sys.executable
 FILESYSTEM = SERVERS / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist"
 
 
@@ -39,26 +40,22 @@ def free_port() -> int:
 
 
 @contextmanager
-def everything_over_http() -> Iterator[str]:
-    """server-everything's streamable HTTP transport on a free loopback port; its URL."""
-    port = free_port()
+def _listening(command: list[str], env: dict[str, str], port: int, what: str) -> Iterator[None]:
+    """Run `command` until the test is done, once it listens on `port`."""
     process = subprocess.Popen(
-        ["node", node_server(EVERYTHING), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        while True:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                     break
             except OSError:
-                if process.poll() is not None:
-                    pytest.fail("server-everything (streamable HTTP) exited at start")
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"{what} did not start listening on port {port}")
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield
     finally:
         process.terminate()
         try:
@@ -68,9 +65,23 @@ def everything_over_http() -> Iterator[str]:
             process.wait()
 
 
+@contextmanager
+def everything_over_http() -> Iterator[str]:
+    """server-everything's streamable HTTP transport on a free loopback port; its URL."""
+    port = free_port()
+    command = ["node", node_server(EVERYTHING), "streamableHttp"]
+    with _listening(command, {"PORT": str(port)}, port, "server-everything (HTTP)"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@contextmanager
+def faulty_over_http() -> Iterator[str]:
+    """The Python fault server over streamable HTTP on a free loopback port; its URL."""
+    port = free_port()
+    with _listening([sys.executable, *faulty_args("http"), str(port)], {}, port, "faulty (HTTP)"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
 def faulty_args(mode: str = "serve") -> list[str]:
     """Command-line arguments that start the Python fault server in `mode`."""
     return [str(FAULTY), mode]
-
-
-PYTHON = sys.executable

@@ -3,6 +3,7 @@
 Run as ``python faulty_server.py [mode]``:
 
 - ``serve`` (default): stdio, with the tools below;
+- ``http PORT``: the same over streamable HTTP on 127.0.0.1:PORT;
 - ``silent``: a process that reads stdin and never answers, not even ``initialize``;
 - ``exit``: a process that exits at once.
 
@@ -26,9 +27,10 @@ server = MCPServer("faulty")
 
 @server.tool()
 def whoami(ctx: Context) -> str:
-    """Say which process answers, and the _meta the call carried."""
+    """Say which process answers, and the _meta (and HTTP headers) the call carried."""
     meta = ctx.request_context.meta
-    return json.dumps({"pid": os.getpid(), "meta": dict(meta) if meta else {}})
+    headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+    return json.dumps({"pid": os.getpid(), "meta": dict(meta) if meta else {}, "headers": headers})
 
 
 @server.tool()
@@ -72,5 +74,7 @@ if __name__ == "__main__":
         time.sleep(3600)
     elif mode == "exit":
         sys.exit(2)
+    elif mode == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")

@@ -17,11 +17,11 @@ from agentkeel import (
     ScriptedTurn,
 )
 from agentkeel.context import RunContext
-from agentkeel.mcp import MCPServer, StdioTransport
+from agentkeel.mcp import EnvValue, MCPServer, StdioTransport
 from agentkeel.messages import JSONObject
 from agentkeel.models.scripted import TurnSource
 from agentkeel.state import AgentState, InvocationState
-from mcp_tools import EVERYTHING, PYTHON, faulty_args, node_server
+from mcp_tools import EVERYTHING, PYTHON, faulty_args, faulty_over_http, node_server
 
 pytestmark = pytest.mark.anyio
 
@@ -218,3 +218,41 @@ async def test_an_answer_after_the_connection_closed_is_a_clear_error_result() -
     (record,) = resumed.tool_calls
     assert record.status == "error"
     assert "was lost" in str(record.output) and "call the tool again" in str(record.output)
+
+
+async def test_http_headers_come_from_the_environment_and_identity_from_the_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAULTY_TOKEN", "Bearer from-the-environment")
+    context = RunContext(
+        context_id="ctx-headers",
+        run_id="run-1",
+        state=AgentState(),
+        invocation_state=InvocationState(),
+        agent_name="a",
+        principal="bob",
+    )
+    with faulty_over_http() as url:
+        server = MCPServer.http(
+            url,
+            name="faulty",
+            headers={"Authorization": EnvValue("FAULTY_TOKEN")},
+            per_context=True,
+            identity="headers",
+        )
+        async with server:
+            output = await server.call("whoami", {}, context)
+    assert isinstance(output, dict) and isinstance(output["text"], str)
+    headers = json.loads(output["text"])["headers"]
+    assert headers["authorization"] == "Bearer from-the-environment"
+    assert headers["x-agentkeel-context-id"] == "ctx-headers"
+    assert headers["x-agentkeel-principal"] == "bob"
+    assert "from-the-environment" not in repr(server)
+
+
+async def test_a_missing_header_variable_stops_the_start_naming_it() -> None:
+    server = MCPServer.http(
+        "http://127.0.0.1:9/mcp", name="search", headers={"Authorization": EnvValue("NOPE_X")}
+    )
+    with pytest.raises(ConfigurationError, match="needs the environment variable NOPE_X"):
+        await server.start()
