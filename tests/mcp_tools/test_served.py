@@ -121,6 +121,7 @@ async def test_read_file_and_only_name_and_status_reach_the_client(
     ]
     assert all("buy milk" not in frame.raw for frame in tool_frames)
     assert agents["agents"][0]["name"] == "files"
+    assert {"read_text_file", "write_file"} <= set(agents["agents"][0]["skills"])
 
 
 @pytest.mark.parametrize("approved", [True, False])

@@ -232,11 +232,13 @@ class MCPServer:
             await connection.close()
 
     @property
-    def tool_names(self) -> tuple[str, ...]:
-        """The agent-side names of the tools the server offered last (after the allow-list)."""
-        return tuple(
-            tool_name(self.options.prefix, item.name) for item in self._allowed(self._listed)
-        )
+    def listed_tools(self) -> dict[str, str]:
+        """The tools the server offered last (after the allow-list), name to description."""
+        prefix = self.options.prefix
+        return {
+            tool_name(prefix, item.name): item.description or item.title or item.name
+            for item in self._allowed(self._listed)
+        }
 
     async def _open(self, key: _Key) -> MCPConnection:
         async with self._opening:

@@ -1,11 +1,13 @@
 """The server's side of toolsets that hold connections (MCP servers): open, check, close.
 
-At start the lifespan builds each definition once (the probe context), gathers the
-`ManagedToolset` objects its agents use (one object per definition and server, shared
-by every context of the definition), opens each of them, and checks that every name in
-an agent's ``approve`` is one of its tools now that the servers' tools are known. A
+At start the lifespan builds each definition once (with `CATALOG_CONTEXT_ID`), gathers
+the `ManagedToolset` objects its agents use (one object per definition and server,
+shared by every context of the definition), opens each of them, checks that every name
+in an agent's ``approve`` is one of its tools now that the servers' tools are known, and
+adds those tools to the definition's catalog (``GET /agents``, the agent card). A
 toolset that cannot start stops the server, with a message naming it. At shutdown, after
-the runs have drained, they are closed.
+the runs have drained, they are closed. A factory that refuses the catalog context
+(ContextRefusedError) cannot show its toolsets here: it must open them itself.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from agentkeel.agent import Agent
-from agentkeel.errors import ConfigurationError
+from agentkeel.definitions import CATALOG_CONTEXT_ID
+from agentkeel.errors import ConfigurationError, ContextRefusedError
 from agentkeel.framework import Framework
 from agentkeel.multiagent import Swarm
 from agentkeel.tools.toolset import ManagedToolset
 
 __all__ = ["managed_toolsets", "open_toolsets", "release_toolsets"]
 
-_PROBE_CONTEXT = "agentkeel-probe"
 logger = logging.getLogger(__name__)
 
 
@@ -59,10 +61,12 @@ async def open_toolsets(framework: Framework) -> AsyncIterator[None]:
     Raises:
         ConfigurationError: One could not start, or an ``approve`` names no tool.
     """
-    probes = {
-        name: definition.factory(_PROBE_CONTEXT)
-        for name, definition in framework.definitions.items()
-    }
+    probes: dict[str, Agent | Swarm] = {}
+    for name, definition in framework.definitions.items():
+        try:
+            probes[name] = definition.factory(CATALOG_CONTEXT_ID)
+        except ContextRefusedError:
+            logger.info("definition=<%s> | refuses the catalog context: no toolsets opened", name)
     async with AsyncExitStack() as stack:
         opened: set[int] = set()
         for served in probes.values():
@@ -74,6 +78,10 @@ async def open_toolsets(framework: Framework) -> AsyncIterator[None]:
                 stack.push_async_callback(toolset.close)
         for name, served in probes.items():
             _check_approve(framework.source, name, served)
+            catalog = framework.definitions[name].catalog
+            for toolset in managed_toolsets(served):
+                for tool, description in toolset.listed_tools.items():
+                    catalog.tools.setdefault(tool, description)
         yield
 
 
@@ -84,8 +92,8 @@ def _check_approve(source: str, name: str, served: Agent | Swarm) -> None:
             continue
         known = set(agent.tools)
         for toolset in toolsets:
-            known.update(toolset.tool_names)
-            known.update(f"{toolset.name}_{tool}" for tool in toolset.tool_names)
+            known.update(toolset.listed_tools)
+            known.update(f"{toolset.name}_{tool}" for tool in toolset.listed_tools)
         for approved in sorted(agent.approve - known):
             where = f"agents.{name}.approve" if agent.name == name else f"agents.{name}"
             raise ConfigurationError(

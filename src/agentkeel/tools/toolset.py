@@ -41,8 +41,8 @@ class ManagedToolset(Toolset, Protocol):
     """A toolset holding connections: opened by the server's lifespan, closed at shutdown."""
 
     @property
-    def tool_names(self) -> tuple[str, ...]:
-        """The names its tools had when it was last listed (to check ``approve`` at start)."""
+    def listed_tools(self) -> Mapping[str, str]:
+        """Its tools when it was last listed, name to description (``approve``, the catalog)."""
         ...
 
     async def start(self) -> None:
