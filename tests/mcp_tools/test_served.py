@@ -15,14 +15,14 @@ import anyio
 import httpx
 import pytest
 
-from agentkeel import Agent, ConfigurationError
+from agentkeel import Agent, ConfigurationError, ScriptedModel, ScriptedToolCall, ScriptedTurn
 from agentkeel.framework import load_framework
 from agentkeel.mcp import MCPServer
-from agentkeel.server import create_app
+from agentkeel.server import A2AServer, create_app
 from e2e import ServerProcess, serve_in_thread, stream_turn, write_framework
 from fakes.openai_server import FakeOpenAI, OpenAIStream
 from fakes.server import RecordedRequest, Reply
-from mcp_tools import FILESYSTEM, node_server
+from mcp_tools import FILESYSTEM, PYTHON, faulty_args, node_server
 
 pytestmark = pytest.mark.anyio
 KEY = "sk-mcp-e2e-secret"
@@ -268,3 +268,23 @@ def test_the_mcp_example_loads_and_the_demo_example_needs_no_mcp() -> None:
     assert files.approve == frozenset({"write_file"})
     demo = json.loads((examples / "framework.json").read_text(encoding="utf-8"))
     assert all("mcp" not in agent for agent in demo["agents"].values())
+
+
+FAULTY_SHARED = MCPServer.stdio(PYTHON, faulty_args(), name="faulty")
+
+
+def faulty_agent(context_id: str) -> Agent:
+    del context_id
+    turn = ScriptedTurn(tool_calls=[ScriptedToolCall("whoami", {})])
+    return Agent(ScriptedModel([turn, "done"]), tools=[FAULTY_SHARED], name="coded")
+
+
+async def test_an_agent_built_in_code_gets_its_mcp_server_opened_by_the_lifespan() -> None:
+    server = A2AServer(faulty_agent, name="coded")
+    with serve_in_thread(server.app) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            result = (await client.post("/agents/coded/send", json={"message": "who"})).json()
+            agents = (await client.get("/agents")).json()["agents"]
+    assert result["status"] == "completed" and result["toolCalls"] == ["whoami"]
+    assert "whoami" in agents[0]["skills"]
+    assert FAULTY_SHARED._connections == {}  # closed at shutdown

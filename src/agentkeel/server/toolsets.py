@@ -6,8 +6,9 @@ shared by every context of the definition), opens each of them, checks that ever
 in an agent's ``approve`` is one of its tools now that the servers' tools are known, and
 adds those tools to the definition's catalog (``GET /agents``, the agent card). A
 toolset that cannot start stops the server, with a message naming it. At shutdown, after
-the runs have drained, they are closed. A factory that refuses the catalog context
-(ContextRefusedError) cannot show its toolsets here: it must open them itself.
+the runs have drained, they are closed. A ``factory`` is not called again: the toolsets
+of the agent it built at load (its catalog) are used; one that refused the catalog
+context (ContextRefusedError) cannot show its toolsets here and must open them itself.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from agentkeel.agent import Agent
 from agentkeel.definitions import CATALOG_CONTEXT_ID
-from agentkeel.errors import ConfigurationError, ContextRefusedError
+from agentkeel.errors import ConfigurationError
 from agentkeel.framework import Framework
 from agentkeel.multiagent import Swarm
 from agentkeel.tools.toolset import ManagedToolset
@@ -61,31 +62,41 @@ async def open_toolsets(framework: Framework) -> AsyncIterator[None]:
     Raises:
         ConfigurationError: One could not start, or an ``approve`` names no tool.
     """
-    probes: dict[str, Agent | Swarm] = {}
+    found: dict[str, list[ManagedToolset]] = {}
+    declared: dict[str, Agent | Swarm] = {}
     for name, definition in framework.definitions.items():
-        try:
-            probes[name] = definition.factory(CATALOG_CONTEXT_ID)
-        except ContextRefusedError:
-            logger.info("definition=<%s> | refuses the catalog context: no toolsets opened", name)
+        learned = definition.catalog.toolsets
+        if learned is not None:  # the factory was called at load: no second call
+            found[name] = [item for item in learned if isinstance(item, ManagedToolset)]
+        elif definition.catalog.known:  # declared in framework.json: building is cheap
+            declared[name] = definition.factory(CATALOG_CONTEXT_ID)
+            found[name] = managed_toolsets(declared[name])
+        else:
+            logger.info("definition=<%s> | refused the catalog context: no toolsets opened", name)
     async with AsyncExitStack() as stack:
         opened: set[int] = set()
-        for served in probes.values():
-            for toolset in managed_toolsets(served):
+        for toolsets in found.values():
+            for toolset in toolsets:
                 if id(toolset) in opened:
                     continue
                 opened.add(id(toolset))
                 await toolset.start()
                 stack.push_async_callback(toolset.close)
-        for name, served in probes.items():
+        for name, served in declared.items():
             _check_approve(framework.source, name, served)
+        for name, toolsets in found.items():
             catalog = framework.definitions[name].catalog
-            for toolset in managed_toolsets(served):
+            for toolset in toolsets:
                 for tool, description in toolset.listed_tools.items():
                     catalog.tools.setdefault(tool, description)
         yield
 
 
 def _check_approve(source: str, name: str, served: Agent | Swarm) -> None:
+    """Each ``approve`` name of a declared agent with toolsets must be one of its tools.
+
+    framework.json could not check the names of MCP tools before the servers started.
+    """
     for agent in _agents(served):
         toolsets = managed_toolsets(agent)
         if not toolsets:
