@@ -181,6 +181,7 @@ class _ModelConfig(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0)
     thinking_budget: int | None = Field(default=None, ge=0)
+    structured_output: Literal["json_schema", "tool"] | None = None
 
 
 class _DeclaredAgent(_Strict):

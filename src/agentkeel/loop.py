@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -58,6 +58,7 @@ from agentkeel.messages import (
 )
 from agentkeel.middleware import AgentMiddleware, ModelResponse, ToolOutcome, compose_tool
 from agentkeel.models.base import (
+    FINAL_ANSWER_TOOL,
     Finish,
     Model,
     ModelRequest,
@@ -65,11 +66,12 @@ from agentkeel.models.base import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from agentkeel.result import ErrorInfo, ToolCallRecord
+from agentkeel.output import OutputParseError, OutputType
+from agentkeel.result import ErrorInfo, ToolCallRecord, Usage
 from agentkeel.run_state import PendingCall, RunState
 from agentkeel.tools.decorator import Tool, ToolInputError
 
-__all__ = ["LoopOutcome", "RunLimits", "RunLoop", "close_step"]
+__all__ = ["LoopOutcome", "RunLimits", "RunLoop", "RunMeter", "close_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +84,20 @@ class RunLimits:
     """Model calls a run may make before it fails with ``max_steps_exceeded``."""
     tool_timeout: float | None = 60.0
     """Seconds one tool call may take unless the tool sets its own `timeout`."""
+    output_retries: int = 1
+    """Answers that fail the output type's validation are sent back this many times."""
+
+
+class RunMeter(Protocol):
+    """Counts a run's tokens and stops it before a model call a budget no longer allows."""
+
+    async def check(self, run_usage: Usage) -> None:
+        """Raise BudgetExceededError if another model call would go over a budget."""
+        ...
+
+    async def record(self, usage: Usage) -> None:
+        """Count what one model call used."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +107,8 @@ class LoopOutcome:
     status: Literal["completed", "suspended", "failed"]
     text: str = ""
     error: ErrorInfo | None = None
+    output: Any = None
+    """The validated structured answer (agents with an output type)."""
 
 
 @dataclass(slots=True)
@@ -122,6 +140,8 @@ class RunLoop:
         context: RunContext,
         emit: Callable[[RunEvent], None],
         agent_label: str | None = None,
+        output: OutputType | None = None,
+        meter: RunMeter | None = None,
     ) -> None:
         self._model = model
         self._tools = tools
@@ -137,6 +157,10 @@ class RunLoop:
         self._label = agent_label
         self._specs = tuple(tool.spec for tool in tools.values())
         self._invalid_arguments: dict[str, str] = {}
+        self._output = output
+        self._meter = meter
+        self._raw_arguments: dict[str, str] = {}
+        self._output_failures = 0
 
     async def run(self, state: RunState) -> LoopOutcome:
         """Advance `state` until the run completes, suspends or fails."""
@@ -149,26 +173,9 @@ class RunLoop:
                 if self._context.end_after_tools:
                     return LoopOutcome(status="completed", text=_last_text(state))
             while True:
-                if state.step >= self._limits.max_steps:
-                    raise MaxStepsExceededError(
-                        f"the run used all {self._limits.max_steps} steps without finishing"
-                    )
-                state.step += 1
-                self._context.step = state.step
-                self._emit(StepEvent(step=state.step, agent=self._label))
-                message = await self._call_model(state)
-                await self._add_message(state, message)
-                calls = list(message.tool_calls)
-                if not calls:
-                    return LoopOutcome(status="completed", text=message.text)
-                state.step_calls = calls
-                state.step_outcomes = {}
-                await self._run_calls(state, [(call, None) for call in calls])
-                if state.pending:
-                    return self._suspend(state)
-                self._close_step(state)
-                if self._context.end_after_tools:
-                    return LoopOutcome(status="completed", text=_last_text(state))
+                outcome = await self._step(state)
+                if outcome is not None:
+                    return outcome
         except AgentkeelError as exc:
             return LoopOutcome(status="failed", error=ErrorInfo(code=exc.code, message=exc.message))
         except Exception:
@@ -178,12 +185,45 @@ class RunLoop:
                 error=ErrorInfo(code="internal_error", message="the run failed unexpectedly"),
             )
 
+    async def _step(self, state: RunState) -> LoopOutcome | None:
+        """One cycle: a model call, then its tool calls; an outcome if the run ends."""
+        if state.step >= self._limits.max_steps:
+            raise MaxStepsExceededError(
+                f"the run used all {self._limits.max_steps} steps without finishing"
+            )
+        if self._meter is not None:
+            await self._meter.check(state.usage)
+        state.step += 1
+        self._context.step = state.step
+        self._emit(StepEvent(step=state.step, agent=self._label))
+        message = await self._call_model(state)
+        await self._add_message(state, message)
+        calls = list(message.tool_calls)
+        if self._output is not None:
+            answer = next((c for c in calls if c.name == FINAL_ANSWER_TOOL), None)
+            if answer is not None or not calls:
+                return await self._take_output(state, message, answer)
+        if not calls:
+            return LoopOutcome(status="completed", text=message.text)
+        state.step_calls = calls
+        state.step_outcomes = {}
+        await self._run_calls(state, [(call, None) for call in calls])
+        if state.pending:
+            return self._suspend(state)
+        self._close_step(state)
+        if self._context.end_after_tools:
+            return LoopOutcome(status="completed", text=_last_text(state))
+        return None
+
     # -- model ------------------------------------------------------------------------
 
     async def _call_model(self, state: RunState) -> Message:
         visible = self._conversation.select(self._history, state.messages)
         request = ModelRequest(
-            messages=visible, system_prompt=self._system_prompt, tools=self._specs
+            messages=visible,
+            system_prompt=self._system_prompt,
+            tools=self._specs,
+            output=None if self._output is None else self._output.schema,
         )
         for layer in self._middleware:
             request = await layer.before_model(self._context, request)
@@ -196,6 +236,8 @@ class RunLoop:
         message = self._assemble(assembly)
         finish = assembly.finish or Finish()
         state.usage = state.usage + finish.usage
+        if self._meter is not None:
+            await self._meter.record(finish.usage)
         response = ModelResponse(message=message, stop_reason=finish.stop_reason)
         for layer in reversed(self._middleware):
             response = await layer.after_model(self._context, response)
@@ -232,11 +274,11 @@ class RunLoop:
                 elif isinstance(chunk, ToolCallDelta):
                     call_id, name, fragments = assembly.calls.get(chunk.index, (None, None, []))
                     fragments.append(chunk.arguments)
-                    assembly.calls[chunk.index] = (
-                        call_id or chunk.id,
-                        name or chunk.name,
-                        fragments,
-                    )
+                    name = name or chunk.name
+                    assembly.calls[chunk.index] = (call_id or chunk.id, name, fragments)
+                    if chunk.arguments and name == FINAL_ANSWER_TOOL and self._output is not None:
+                        # the answer's JSON streams as tokens, as it would in text
+                        self._emit(TokenEvent(text=chunk.arguments, agent=self._label))
                 else:
                     assembly.finish = chunk
         except ModelError:
@@ -264,6 +306,8 @@ class RunLoop:
             call_id, name, fragments = assembly.calls[index]
             call_id = call_id or new_call_id()
             raw = "".join(fragments).strip()
+            if name == FINAL_ANSWER_TOOL:
+                self._raw_arguments[call_id] = raw
             tool_input: JSONObject = {}
             try:
                 parsed = json.loads(raw) if raw else {}
@@ -274,6 +318,84 @@ class RunLoop:
                 self._invalid_arguments[call_id] = f"the arguments were not valid JSON: {exc}"
             parts.append(ToolCallPart(id=call_id, name=name or "", input=tool_input))
         return Message(role="assistant", parts=tuple(parts))
+
+    # -- structured output --------------------------------------------------------------
+
+    async def _take_output(
+        self, state: RunState, message: Message, answer: ToolCallPart | None
+    ) -> LoopOutcome | None:
+        """Validate the model's answer: an outcome, or None after sending the errors back.
+
+        The answer is the final-answer tool's input when the model called it, else the
+        message's text. Either way the history stays valid: every call of the message
+        gets a result (calls beside the final answer are not run).
+        """
+        output = self._output
+        if output is None:
+            raise RuntimeError("internal error: no output type to validate against")
+        raw = message.text
+        try:
+            if answer is None:
+                value = output.parse_text(raw)
+            else:
+                raw = self._raw_arguments.get(answer.id, "")
+                problem = self._invalid_arguments.pop(answer.id, None)
+                if problem is not None:
+                    raise OutputParseError(problem)
+                value = output.parse_object(answer.input)
+        except OutputParseError as exc:
+            self._output_failures += 1
+            failed = self._output_failures > self._limits.output_retries
+            feedback = f"Your answer does not match the required output:\n{exc.errors}\n" + (
+                "Correct it and give the whole answer again."
+                if answer is not None
+                else "Answer again with only the corrected JSON, or by calling the "
+                f"{FINAL_ANSWER_TOOL} tool if it is offered."
+            )
+            if answer is not None:
+                await self._answer_calls(state, message, answer, feedback, "error")
+            elif not failed:
+                await self._add_message(state, Message.user(feedback))
+            if failed:
+                tries = self._output_failures
+                return LoopOutcome(
+                    status="failed",
+                    text=raw,
+                    error=ErrorInfo(
+                        code="output_invalid",
+                        message=f"the model's answer did not match the output type "
+                        f"after {tries} attempt{'s' if tries > 1 else ''}",
+                    ),
+                )
+            return None
+        if answer is not None:
+            await self._answer_calls(state, message, answer, "Final answer received.", "success")
+        return LoopOutcome(status="completed", text=raw, output=value)
+
+    async def _answer_calls(
+        self,
+        state: RunState,
+        message: Message,
+        answer: ToolCallPart,
+        content: str,
+        status: Literal["success", "error"],
+    ) -> None:
+        parts: list[Part] = []
+        for call in message.tool_calls:
+            if call.id == answer.id:
+                parts.append(
+                    ToolResultPart(call_id=call.id, name=call.name, content=content, status=status)
+                )
+            else:
+                parts.append(
+                    ToolResultPart(
+                        call_id=call.id,
+                        name=call.name,
+                        content="not run: the final answer was given in the same message",
+                        status="error",
+                    )
+                )
+        await self._add_message(state, Message(role="user", parts=tuple(parts)))
 
     # -- tools ------------------------------------------------------------------------
 
