@@ -132,7 +132,11 @@ class Agent:
             if output_retries < 0:
                 raise ConfigurationError("output_retries must not be negative")
             self.limits = replace(self.limits, output_retries=output_retries)
-        self.output = None if output_type is None else OutputType.of(output_type)
+        self.output = (
+            output_type
+            if output_type is None or isinstance(output_type, OutputType)
+            else OutputType.of(output_type)
+        )
         """The prepared output type, or None for a text answer."""
         if self.output is not None and FINAL_ANSWER_TOOL in self.tools:
             raise ConfigurationError(

@@ -50,10 +50,12 @@ from agentkeel.models.base import Model
 from agentkeel.models.registry import KNOWN_PROVIDERS, model_from_config
 from agentkeel.multiagent import Swarm, SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
+from agentkeel.output import OutputType
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
+from agentkeel.usage import ModelPrice, TokenBudgets
 
 __all__ = [
     "AgentDefinition",
@@ -148,6 +150,10 @@ class Framework:
     max_contexts: int = 1000
     server: ServerSettings = field(default_factory=ServerSettings)
     retention: Retention = field(default_factory=Retention)
+    budgets: TokenBudgets = field(default_factory=TokenBudgets)
+    """Token budgets for every served agent that sets none of its own."""
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    """Prices per model name, per million tokens; a model without one shows no cost."""
     source: str = "<code>"
     """The file the framework came from, for messages."""
 
@@ -192,6 +198,8 @@ class _DeclaredAgent(_Strict):
     approve: list[str] = []
     max_steps: int | None = Field(default=None, ge=1)
     tool_timeout: float | None = Field(default=None, gt=0)
+    output: str | None = Field(default=None, min_length=1)
+    output_retries: int | None = Field(default=None, ge=0)
 
 
 class _FactoryAgent(_Strict):
@@ -228,6 +236,18 @@ _AgentConfig = Annotated[
     | Annotated[_SwarmAgent, Tag("swarm")],
     Discriminator(_agent_kind),
 ]
+
+
+class _Budgets(_Strict):
+    tokens_per_run: int | None = Field(default=None, ge=1)
+    tokens_per_context: int | None = Field(default=None, ge=1)
+    tokens_per_principal_per_day: int | None = Field(default=None, ge=1)
+
+
+class _Price(_Strict):
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
 
 
 class _Checkpointer(_Strict):
@@ -270,6 +290,8 @@ class _File(_Strict):
     max_contexts: int = Field(default=1000, ge=1)
     server: _Server = _Server()
     retention: _Retention = _Retention()
+    budgets: _Budgets = _Budgets()
+    prices: dict[str, _Price] = {}
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -308,6 +330,8 @@ class _Loader:
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
+            budgets=TokenBudgets(**parsed.budgets.model_dump()),
+            prices=self.prices(parsed.prices),
             source=self.source,
         )
 
@@ -349,6 +373,12 @@ class _Loader:
             "(or sessionDir)",
         )
 
+    def prices(self, prices: Mapping[str, _Price]) -> dict[str, ModelPrice]:
+        return {
+            model: ModelPrice(input=p.input, output=p.output, cached_input=p.cached_input)
+            for model, p in prices.items()
+        }
+
     def checkpointer(self, parsed: _File) -> Checkpointer:
         if parsed.checkpointer is None:
             return InMemoryCheckpointer()
@@ -384,6 +414,14 @@ class _Loader:
             tool_timeout=config.tool_timeout or defaults.tool_timeout,
         )
 
+        output_type = None
+        if config.output is not None:
+            output_type = self.import_ref(f"{prefix}.output", config.output)
+        try:
+            output = None if output_type is None else OutputType.of(output_type)
+        except ConfigurationError as exc:
+            raise self.error(f"{prefix}.output", exc.message) from None
+
         def build(context_id: str) -> Agent:
             del context_id  # every context gets a fresh Agent; the model is shared
             return Agent(
@@ -394,6 +432,8 @@ class _Loader:
                 description=config.description,
                 approve=config.approve,
                 limits=limits,
+                output_type=output,  # prepared once, shared by every context
+                output_retries=config.output_retries,
             )
 
         return build, tuple(item.name for item in tools)

@@ -252,6 +252,7 @@ class RunLoop:
                     context=self._context,
                     message=response.message,
                     stop_reason=response.stop_reason,
+                    usage=finish.usage,
                 )
             )
         return response.message

@@ -17,7 +17,6 @@ the non-strict schema rather than sending one the API would refuse.
 from __future__ import annotations
 
 import copy
-import json
 import re
 import types
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from agentkeel.errors import ConfigurationError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.models.base import OutputSchema
 
-__all__ = ["OutputParseError", "OutputType"]
+__all__ = ["OutputParseError", "OutputType", "output_json", "strict_schema"]
 
 _WRAPPER_FIELD = "result"
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -217,8 +216,3 @@ def _make_strict(node: JSONValue) -> bool:
         elif isinstance(value, dict | list) and not _make_strict(value):
             return False
     return True
-
-
-def describe_json(value: JSONValue) -> str:
-    """Compact JSON, as a final answer's text."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

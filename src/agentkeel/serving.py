@@ -11,14 +11,14 @@ it is forgotten.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from agentkeel.agent import Agent
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import ConfigurationError
 from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent import Swarm, SwarmSession
-from agentkeel.result import ErrorInfo
+from agentkeel.result import ErrorInfo, Usage
 from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
 from agentkeel.tools.decorator import Tool
@@ -52,6 +52,10 @@ class ServedResult(Protocol):
     def interrupt(self) -> Interrupt | None: ...  # noqa: D102
     @property
     def error(self) -> ErrorInfo | None: ...  # noqa: D102
+    @property
+    def usage(self) -> Usage: ...  # noqa: D102
+    @property
+    def output(self) -> Any: ...  # noqa: D102
 
 
 def checked_served(target: object, definition: str) -> Served:

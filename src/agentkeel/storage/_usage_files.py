@@ -4,12 +4,11 @@ Each model call appends one line ``{"i": input, "o": output, "c": cached, "r": r
 to two files, one fsynced write each:
 
     <dir>/[<principal>/]<def-name>:<contextId>/usage.jsonl     the context's total
-    <dir>/.usage/<principal>/<YYYY-MM-DD>.jsonl               the principal's day
+    <dir>/[<principal>/].usage/<YYYY-MM-DD>.jsonl             the principal's day
 
 A total is the sum of a file's lines. A crash mid-write leaves at most a torn last line,
-which is ignored. ``.usage`` can never be a principal's or a session's folder (their
-names never start with a dot), and ``.anonymous`` holds the totals of a server without
-authentication.
+which is ignored. ``.usage`` can never be a principal's or a session's folder: their
+names never start with a dot.
 """
 
 from __future__ import annotations
@@ -25,13 +24,11 @@ __all__ = ["USAGE_FILE", "append_usage", "principal_usage_path", "read_usage"]
 
 USAGE_FILE = "usage.jsonl"
 _USAGE_DIR = ".usage"
-_ANONYMOUS = ".anonymous"
 
 
-def principal_usage_path(root: Path, principal: str | None, day: str) -> Path:
-    """The file of `principal`'s totals of `day` under the storage root."""
-    folder = _ANONYMOUS if principal is None else encode_path_segment(principal)
-    return root / _USAGE_DIR / folder / f"{encode_path_segment(day)}.jsonl"
+def principal_usage_path(folder: Path, day: str) -> Path:
+    """The file of a principal's totals of `day`, in the principal's `folder`."""
+    return folder / _USAGE_DIR / f"{encode_path_segment(day)}.jsonl"
 
 
 def _line(usage: Usage) -> bytes:

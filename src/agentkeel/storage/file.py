@@ -57,7 +57,7 @@ from agentkeel.storage._usage_files import (
 )
 from agentkeel.storage.base import RunRecord, SessionKey, SessionMetadata, SessionSnapshot
 
-__all__ = ["LocalFileStorage", "session_folder"]
+__all__ = ["LocalFileStorage", "principal_folder", "session_folder"]
 
 SESSION_FILE = "session.json"
 MESSAGES_FILE = "messages.jsonl"
@@ -76,10 +76,14 @@ def session_folder(root: Path, key: SessionKey) -> Path:
     A principal's folder has its ``:`` percent-encoded too, so it can never have the name
     of a ``<def-name>:<contextId>`` session folder next to it.
     """
-    base = root
-    if key.principal is not None:
-        base = root / encode_path_segment(key.principal).replace(":", "%3A")
-    return base / encode_path_segment(key.session_id)
+    return principal_folder(root, key.principal) / encode_path_segment(key.session_id)
+
+
+def principal_folder(root: Path, principal: str | None) -> Path:
+    """The folder of a principal's sessions under `root` (`root` itself without one)."""
+    if principal is None:
+        return root
+    return root / encode_path_segment(principal).replace(":", "%3A")
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +329,7 @@ class LocalFileStorage:
         """Append to the context's and the principal's usage files (UsageStorage)."""
         paths = (
             self.path(key) / USAGE_FILE,
-            principal_usage_path(self.directory, key.principal, day),
+            principal_usage_path(principal_folder(self.directory, key.principal), day),
         )
         async with self._lock(key):  # not while the folder is being deleted
             await self._call(None, append_usage, paths, usage)
@@ -336,7 +340,7 @@ class LocalFileStorage:
 
     async def principal_usage(self, principal: str | None, day: str) -> Usage:
         """The principal's total of `day` (UsageStorage)."""
-        path = principal_usage_path(self.directory, principal, day)
+        path = principal_usage_path(principal_folder(self.directory, principal), day)
         return await self._call(None, read_usage, path)
 
     # -- plumbing ----------------------------------------------------------------------
