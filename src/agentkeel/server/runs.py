@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -38,7 +39,8 @@ from agentkeel.errors import (
 )
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.framework import Framework
-from agentkeel.hooks.events import AfterModelCallEvent
+from agentkeel.hooks.events import AfterModelCallEvent, HookEvent
+from agentkeel.hooks.registry import HookCallback
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.multiagent import Swarm, SwarmResult
@@ -114,6 +116,8 @@ class ServerRuntime:
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
         self.metrics.queued_turns.read = lambda: float(self.cache.queued_turns)
         self.draining = False
+        self.agent_hooks: list[tuple[type[HookEvent], HookCallback[Any]]] = []
+        """Hook callbacks every served agent gets (bindings add theirs here)."""
         self._group: TaskGroup | None = None
         self._idempotent: OrderedDict[_IdempotencyScope, tuple[RunJob, float]] = OrderedDict()
         self._running = 0
@@ -190,6 +194,8 @@ class ServerRuntime:
                 if not agent.budgets.any:
                     agent.budgets = self.framework.budgets
                 agent.hooks.add_callback(AfterModelCallEvent, count)
+                for event_type, callback in self.agent_hooks:
+                    agent.hooks.add_callback(event_type, callback)
             return served
 
         return build
