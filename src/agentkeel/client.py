@@ -19,7 +19,7 @@ import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, TypeAlias, TypedDict, TypeVar, Unpack, get_args
 from urllib.parse import quote
 
@@ -32,7 +32,7 @@ from agentkeel import errors
 from agentkeel.errors import AgentkeelError, InterruptPendingError, InvalidRequestError
 from agentkeel.events import InterruptEvent, RunEvent
 from agentkeel.messages import JSONObject, JSONValue
-from agentkeel.result import ErrorInfo, RunStatus
+from agentkeel.result import ErrorInfo, RunStatus, Usage
 from agentkeel.sse import SSEDecoder, SSEFrame
 
 __all__ = [
@@ -97,6 +97,12 @@ class SendResult:
     """The pending decision when `status` is ``suspended``: answer it with `resume`."""
     error: ErrorInfo | None = None
     """Why the run failed, when `status` is ``failed``."""
+    usage: Usage = field(default_factory=Usage)
+    """The tokens the run used, over all its model calls."""
+    cost: float | None = None
+    """What the run cost, when the server has a price for the agent's model."""
+    output: JSONValue = None
+    """The validated structured answer of an agent with an output type, as JSON."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +195,20 @@ def _parse_result(data: object) -> SendResult:
     """Decode a SendResult: the ``send`` body, or the fields of the ``done`` frame."""
     if not isinstance(data, dict):
         raise _bad("a run result is not a JSON object")
-    return _decode(_RESULTS, {_PYTHON_NAMES.get(k, k): v for k, v in data.items()}, "a result")
+    fields = {_PYTHON_NAMES.get(k, k): v for k, v in data.items()}
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        fields["cost"] = usage.get("cost")
+        fields["usage"] = {
+            name: usage.get(wire, 0)
+            for name, wire in (
+                ("input_tokens", "inputTokens"),
+                ("output_tokens", "outputTokens"),
+                ("cached_tokens", "cachedTokens"),
+                ("reasoning_tokens", "reasoningTokens"),
+            )
+        }
+    return _decode(_RESULTS, fields, "a result")
 
 
 def _wire_error(status_code: int, body: bytes) -> AgentkeelError:

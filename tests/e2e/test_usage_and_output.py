@@ -13,6 +13,8 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 from a2a_binding import a2a_client, send, user_message
+from agentkeel.client import AsyncAgentClient
+from agentkeel.result import Usage
 from agentkeel.server import create_app
 from agentkeel.storage import LocalFileStorage, SessionKey
 from agentkeel.storage.usage import utc_day
@@ -75,6 +77,15 @@ async def test_a_declared_output_type_streams_json_and_ends_with_output_usage_an
     assert 'agentkeel_tokens_total{agent="scripted",kind="output"} 5' in metrics
     response_format = openai.requests[0].json["response_format"]
     assert isinstance(response_format, dict) and response_format["type"] == "json_schema"
+
+
+async def test_the_python_client_reads_output_usage_and_cost(openai: FakeOpenAI) -> None:
+    with serve_in_thread(create_app(weather_framework(openai.base_url))) as url:
+        async with AsyncAgentClient(url, agent="weather") as client:
+            result = await client.send("Oslo?")
+    assert result.output == {"city": "Oslo", "celsius": 4.0}
+    assert result.usage == Usage(input_tokens=30, output_tokens=12)
+    assert result.cost == pytest.approx((30 * 2.5 + 12 * 10) / 1_000_000)
 
 
 def test_a_missing_output_type_names_the_key(tmp_path: Path) -> None:
