@@ -18,6 +18,7 @@ from agentkeel.conversation import (
 )
 from agentkeel.errors import (
     AgentkeelError,
+    BudgetExceededError,
     ConfigurationError,
     ContextNotFoundError,
     CorruptSessionError,
@@ -26,6 +27,7 @@ from agentkeel.errors import (
     InvalidContextIdError,
     InvalidRequestError,
     ModelError,
+    OutputInvalidError,
     RunInProgressError,
     StateValueError,
     StorageError,
@@ -60,6 +62,7 @@ from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
+from agentkeel.usage import ModelPrice, TokenBudgets
 
 if TYPE_CHECKING:
     from agentkeel.server import A2AServer, serve_framework
@@ -74,6 +77,7 @@ __all__ = [
     "AgentkeelError",
     "Approve",
     "AsyncAgentClient",
+    "BudgetExceededError",
     "CancelRun",
     "Checkpointer",
     "ConfigurationError",
@@ -97,6 +101,8 @@ __all__ = [
     "LocalFileStorage",
     "Message",
     "ModelError",
+    "ModelPrice",
+    "OutputInvalidError",
     "Reject",
     "RunContext",
     "RunEvent",
@@ -118,6 +124,7 @@ __all__ = [
     "SwarmResult",
     "SwarmSession",
     "ThinkingEvent",
+    "TokenBudgets",
     "TokenEvent",
     "Tool",
     "ToolCallEvent",

@@ -19,7 +19,7 @@ import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, TypeAlias, TypedDict, TypeVar, Unpack, get_args
 from urllib.parse import quote
 
@@ -27,12 +27,13 @@ import anyio
 import anyio.from_thread
 import httpx
 import pydantic
+from pydantic.alias_generators import to_snake
 
 from agentkeel import errors
 from agentkeel.errors import AgentkeelError, InterruptPendingError, InvalidRequestError
-from agentkeel.events import InterruptEvent, RunEvent
+from agentkeel.events import RunEvent
 from agentkeel.messages import JSONObject, JSONValue
-from agentkeel.result import ErrorInfo, RunStatus, Usage
+from agentkeel.send_result import SendResult
 from agentkeel.sse import SSEDecoder, SSEFrame
 
 __all__ = [
@@ -77,32 +78,6 @@ class ConnectionLostError(AgentkeelError):
     """The server stayed unreachable through every retry (the turn may have run anyway)."""
 
     code = "connection_lost"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SendResult:
-    """The end of one turn as the wire reports it: the ``send`` body or the ``done`` frame."""
-
-    context_id: str
-    """The conversation this turn belongs to; the client sends it back to continue."""
-    run_id: str
-    """The run's id; a resumed run keeps it."""
-    status: RunStatus
-    """``completed``, ``suspended`` (see `interrupt`), ``failed`` (see `error`), ``cancelled``."""
-    text: str = ""
-    """The authoritative completion text of the run."""
-    tool_calls: tuple[str, ...] = ()
-    """Names of the tools that ran, in call order (inputs and outputs stay on the server)."""
-    interrupt: InterruptEvent | None = None
-    """The pending decision when `status` is ``suspended``: answer it with `resume`."""
-    error: ErrorInfo | None = None
-    """Why the run failed, when `status` is ``failed``."""
-    usage: Usage = field(default_factory=Usage)
-    """The tokens the run used, over all its model calls."""
-    cost: float | None = None
-    """What the run cost, when the server has a price for the agent's model."""
-    output: JSONValue = None
-    """The validated structured answer of an agent with an output type, as JSON."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,18 +171,9 @@ def _parse_result(data: object) -> SendResult:
     if not isinstance(data, dict):
         raise _bad("a run result is not a JSON object")
     fields = {_PYTHON_NAMES.get(k, k): v for k, v in data.items()}
-    usage = data.get("usage")
-    if isinstance(usage, dict):
+    if isinstance(usage := data.get("usage"), dict):  # camelCase counts, and a cost
+        fields["usage"] = {to_snake(key): v for key, v in usage.items() if key != "cost"}
         fields["cost"] = usage.get("cost")
-        fields["usage"] = {
-            name: usage.get(wire, 0)
-            for name, wire in (
-                ("input_tokens", "inputTokens"),
-                ("output_tokens", "outputTokens"),
-                ("cached_tokens", "cachedTokens"),
-                ("reasoning_tokens", "reasoningTokens"),
-            )
-        }
     return _decode(_RESULTS, fields, "a result")
 
 

@@ -55,7 +55,7 @@ from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
-from agentkeel.usage import ModelPrice, TokenBudgets
+from agentkeel.usage import BudgetsConfig, ModelPrice, PriceConfig, TokenBudgets
 
 __all__ = [
     "AgentDefinition",
@@ -238,18 +238,6 @@ _AgentConfig = Annotated[
 ]
 
 
-class _Budgets(_Strict):
-    tokens_per_run: int | None = Field(default=None, ge=1)
-    tokens_per_context: int | None = Field(default=None, ge=1)
-    tokens_per_principal_per_day: int | None = Field(default=None, ge=1)
-
-
-class _Price(_Strict):
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cached_input: float | None = Field(default=None, ge=0)
-
-
 class _Checkpointer(_Strict):
     dir: str = Field(min_length=1)
 
@@ -290,8 +278,8 @@ class _File(_Strict):
     max_contexts: int = Field(default=1000, ge=1)
     server: _Server = _Server()
     retention: _Retention = _Retention()
-    budgets: _Budgets = _Budgets()
-    prices: dict[str, _Price] = {}
+    budgets: BudgetsConfig = BudgetsConfig()
+    prices: dict[str, PriceConfig] = {}
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -330,8 +318,8 @@ class _Loader:
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
-            budgets=TokenBudgets(**parsed.budgets.model_dump()),
-            prices=self.prices(parsed.prices),
+            budgets=parsed.budgets.build(),
+            prices={name: price.build() for name, price in parsed.prices.items()},
             source=self.source,
         )
 
@@ -373,12 +361,6 @@ class _Loader:
             "(or sessionDir)",
         )
 
-    def prices(self, prices: Mapping[str, _Price]) -> dict[str, ModelPrice]:
-        return {
-            model: ModelPrice(input=p.input, output=p.output, cached_input=p.cached_input)
-            for model, p in prices.items()
-        }
-
     def checkpointer(self, parsed: _File) -> Checkpointer:
         if parsed.checkpointer is None:
             return InMemoryCheckpointer()
@@ -414,13 +396,7 @@ class _Loader:
             tool_timeout=config.tool_timeout or defaults.tool_timeout,
         )
 
-        output_type = None
-        if config.output is not None:
-            output_type = self.import_ref(f"{prefix}.output", config.output)
-        try:
-            output = None if output_type is None else OutputType.of(output_type)
-        except ConfigurationError as exc:
-            raise self.error(f"{prefix}.output", exc.message) from None
+        output = self.output_type(f"{prefix}.output", config.output)
 
         def build(context_id: str) -> Agent:
             del context_id  # every context gets a fresh Agent; the model is shared
@@ -499,6 +475,13 @@ class _Loader:
         if not isinstance(target, Tool):
             raise self.error(path, f"{ref!r} is not a tool; decorate the function with @tool")
         return target
+
+    def output_type(self, path: str, ref: str | None) -> OutputType | None:
+        target = None if ref is None else self.import_ref(path, ref)
+        try:
+            return None if target is None else OutputType.of(target)
+        except ConfigurationError as exc:
+            raise self.error(path, exc.message) from None
 
     def import_ref(self, path: str, ref: str) -> object:
         module_name, sep, attribute = ref.partition(":")

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
+from agentkeel.answers import AnswerChecker
 from agentkeel.context import RunContext
 from agentkeel.conversation import ConversationManager
 from agentkeel.errors import AgentkeelError, MaxStepsExceededError, ModelError
@@ -66,7 +67,7 @@ from agentkeel.models.base import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from agentkeel.output import OutputParseError, OutputType
+from agentkeel.output import OutputType
 from agentkeel.result import ErrorInfo, ToolCallRecord, Usage
 from agentkeel.run_state import PendingCall, RunState
 from agentkeel.tools.decorator import Tool, ToolInputError
@@ -158,9 +159,9 @@ class RunLoop:
         self._specs = tuple(tool.spec for tool in tools.values())
         self._invalid_arguments: dict[str, str] = {}
         self._output = output
+        self._checker = None if output is None else AnswerChecker(output, limits.output_retries)
         self._meter = meter
         self._raw_arguments: dict[str, str] = {}
-        self._output_failures = 0
 
     async def run(self, state: RunState) -> LoopOutcome:
         """Advance `state` until the run completes, suspends or fails."""
@@ -325,78 +326,19 @@ class RunLoop:
     async def _take_output(
         self, state: RunState, message: Message, answer: ToolCallPart | None
     ) -> LoopOutcome | None:
-        """Validate the model's answer: an outcome, or None after sending the errors back.
-
-        The answer is the final-answer tool's input when the model called it, else the
-        message's text. Either way the history stays valid: every call of the message
-        gets a result (calls beside the final answer are not run).
-        """
-        output = self._output
-        if output is None:
+        """Judge the model's answer: an outcome, or None after sending the errors back."""
+        if self._checker is None:
             raise RuntimeError("internal error: no output type to validate against")
-        raw = message.text
-        try:
-            if answer is None:
-                value = output.parse_text(raw)
-            else:
-                raw = self._raw_arguments.get(answer.id, "")
-                problem = self._invalid_arguments.pop(answer.id, None)
-                if problem is not None:
-                    raise OutputParseError(problem)
-                value = output.parse_object(answer.input)
-        except OutputParseError as exc:
-            self._output_failures += 1
-            failed = self._output_failures > self._limits.output_retries
-            feedback = f"Your answer does not match the required output:\n{exc.errors}\n" + (
-                "Correct it and give the whole answer again."
-                if answer is not None
-                else "Answer again with only the corrected JSON, or by calling the "
-                f"{FINAL_ANSWER_TOOL} tool if it is offered."
-            )
-            if answer is not None:
-                await self._answer_calls(state, message, answer, feedback, "error")
-            elif not failed:
-                await self._add_message(state, Message.user(feedback))
-            if failed:
-                tries = self._output_failures
-                return LoopOutcome(
-                    status="failed",
-                    text=raw,
-                    error=ErrorInfo(
-                        code="output_invalid",
-                        message=f"the model's answer did not match the output type "
-                        f"after {tries} attempt{'s' if tries > 1 else ''}",
-                    ),
-                )
-            return None
-        if answer is not None:
-            await self._answer_calls(state, message, answer, "Final answer received.", "success")
-        return LoopOutcome(status="completed", text=raw, output=value)
-
-    async def _answer_calls(
-        self,
-        state: RunState,
-        message: Message,
-        answer: ToolCallPart,
-        content: str,
-        status: Literal["success", "error"],
-    ) -> None:
-        parts: list[Part] = []
-        for call in message.tool_calls:
-            if call.id == answer.id:
-                parts.append(
-                    ToolResultPart(call_id=call.id, name=call.name, content=content, status=status)
-                )
-            else:
-                parts.append(
-                    ToolResultPart(
-                        call_id=call.id,
-                        name=call.name,
-                        content="not run: the final answer was given in the same message",
-                        status="error",
-                    )
-                )
-        await self._add_message(state, Message(role="user", parts=tuple(parts)))
+        raw = message.text if answer is None else self._raw_arguments.get(answer.id, "")
+        problem = None if answer is None else self._invalid_arguments.pop(answer.id, None)
+        verdict = self._checker.check(message, answer, raw, problem)
+        for added in verdict.messages:
+            await self._add_message(state, added)
+        if verdict.accepted:
+            return LoopOutcome(status="completed", text=verdict.text, output=verdict.value)
+        if verdict.error is not None:
+            return LoopOutcome(status="failed", text=verdict.text, error=verdict.error)
+        return None
 
     # -- tools ------------------------------------------------------------------------
 

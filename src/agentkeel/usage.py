@@ -18,13 +18,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
 from agentkeel.errors import BudgetExceededError, ConfigurationError
 from agentkeel.result import Usage
 from agentkeel.storage.base import SessionKey
 from agentkeel.storage.usage import UsageStorage, utc_day
 
 __all__ = [
+    "BudgetsConfig",
     "ModelPrice",
+    "PriceConfig",
     "TokenBudgets",
     "UsageMeter",
     "price_for",
@@ -87,6 +92,40 @@ class ModelPrice:
             + usage.output_tokens * self.output
         )
         return round(total / 1_000_000, 10)
+
+
+class _FileSection(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        strict=True,
+        frozen=True,
+        hide_input_in_errors=True,
+    )
+
+
+class BudgetsConfig(_FileSection):
+    """The ``budgets`` section of a framework.json."""
+
+    tokens_per_run: int | None = Field(default=None, ge=1)
+    tokens_per_context: int | None = Field(default=None, ge=1)
+    tokens_per_principal_per_day: int | None = Field(default=None, ge=1)
+
+    def build(self) -> TokenBudgets:
+        """The budgets this section sets."""
+        return TokenBudgets(**self.model_dump())
+
+
+class PriceConfig(_FileSection):
+    """One model's entry of the ``prices`` section, per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+
+    def build(self) -> ModelPrice:
+        """The price this entry sets."""
+        return ModelPrice(**self.model_dump())
 
 
 def price_for(prices: Mapping[str, ModelPrice], model_name: str) -> ModelPrice | None:

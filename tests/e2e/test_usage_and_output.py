@@ -191,3 +191,22 @@ async def test_totals_survive_a_restart_and_keep_enforcing_the_budget(
     assert (total.input_tokens, total.output_tokens) == (30, 15)
     today = await storage.principal_usage(None, utc_day())
     assert (today.input_tokens, today.output_tokens) == (40, 20)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"budgets": {"tokensPerRun": 0}}, "budgets.tokensPerRun: Input should be greater"),
+        ({"budgets": {"tokensPerDay": 5}}, "budgets.tokensPerDay: unknown key"),
+        ({"prices": {"m": {"input": 1}}}, "prices.m.output: required key is missing"),
+        ({"prices": {"m": {"input": -1, "output": 1}}}, "prices.m.input: Input should be"),
+    ],
+)
+def test_budgets_and_prices_are_validated_with_the_key_named(
+    extra: dict[str, object], message: str
+) -> None:
+    from agentkeel.errors import ConfigurationError
+    from agentkeel.framework import load_framework
+
+    with pytest.raises(ConfigurationError, match=message):
+        load_framework({"agents": {"scripted": SCRIPTED}, **extra})
