@@ -14,11 +14,13 @@ With a SessionManager, all of this is saved before the result is returned.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import cast
 
 import anyio
 
@@ -345,9 +347,10 @@ class Agent:
         )
 
     def _meter(self) -> UsageMeter | None:
-        storage = None if self.session_manager is None else self.session_manager.storage
-        if isinstance(storage, UsageStorage) and self.session_manager is not None:
-            return UsageMeter(self.budgets, storage, self.session_manager.key)
+        manager = self.session_manager
+        if manager is not None and _keeps_usage(type(manager.storage)):
+            storage = cast(UsageStorage, manager.storage)
+            return UsageMeter(self.budgets, storage, manager.key)
         return UsageMeter(self.budgets) if self.budgets.any else None
 
     def _begin(self, prompt: str | Message | None) -> RunState:
@@ -468,6 +471,12 @@ def _record(run: RunState, result: AgentResult) -> RunRecord:
         interrupts=result.interrupts,
         stop_reason=result.stop_reason,
     )
+
+
+@functools.cache
+def _keeps_usage(storage_type: type) -> bool:
+    """Whether a storage class keeps usage (cached: a Protocol check costs microseconds)."""
+    return issubclass(storage_type, UsageStorage)
 
 
 def _ignore(event: RunEvent) -> None:
