@@ -21,11 +21,13 @@ from agentkeel.errors import (
     BudgetExceededError,
     ConfigurationError,
     ContextNotFoundError,
+    ContextRefusedError,
     InterruptError,
     InterruptNotFoundError,
     InterruptPendingError,
     InvalidRequestError,
     RunInProgressError,
+    SharedAgentError,
     StorageError,
 )
 from agentkeel.server.wire import error_body
@@ -107,6 +109,8 @@ _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (BudgetExceededError, 429),
     (InvalidRequestError, 400),
     (ContextNotFoundError, 404),
+    (ContextRefusedError, 403),
+    (SharedAgentError, 500),
     (InterruptNotFoundError, 404),
     (InterruptPendingError, 409),
     (InterruptError, 409),

@@ -27,6 +27,7 @@ from agentkeel.events import (
 )
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import JSONObject, Message, TextPart
+from agentkeel.multiagent import SwarmResult
 from agentkeel.output import output_json
 from agentkeel.result import Usage
 from agentkeel.serving import ServedResult
@@ -197,6 +198,8 @@ def send_result(
         data["interrupt"] = interrupt_json(result.interrupt)
     if result.error is not None:
         data["error"] = {"code": result.error.code, "message": result.error.message}
+    if isinstance(result, SwarmResult) and result.agent is not None:
+        data["agent"] = result.agent  # the member that answered (or stopped) last
     return data
 
 
