@@ -40,7 +40,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from agentkeel.agent import Agent
-from agentkeel.auth_settings import AuthSettings, load_auth
+from agentkeel.auth_settings import load_auth
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.checkpoint.file import FileCheckpointer
 from agentkeel.checkpoint.memory import InMemoryCheckpointer
@@ -61,11 +61,12 @@ from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
+from agentkeel.server_settings import Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
-from agentkeel.usage import BudgetsConfig, ModelPrice, PriceConfig, TokenBudgets
+from agentkeel.usage import BudgetsConfig, PriceConfig, UsagePolicy
 
 __all__ = [
     "CATALOG_CONTEXT_ID",
@@ -110,36 +111,6 @@ def parse_duration(text: str | None) -> float | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ServerSettings:
-    """The ``server`` section: how the HTTP server binds and what it tolerates."""
-
-    host: str = "127.0.0.1"
-    port: int = 8000
-    ui: bool = True
-    """Serve the demo chat page at ``/`` (it is bundled in the package); false turns it off."""
-    max_body_bytes: int = 1_048_576
-    concurrency: Literal["queue", "reject"] = "queue"
-    """A turn on a busy context waits in line (``queue``) or gets ``409 context_busy``."""
-    cors: tuple[str, ...] = ()
-    heartbeat_seconds: float = 15.0
-    """A comment is sent on a stream idle this long, so proxies keep it open."""
-    shutdown_timeout_seconds: float = 30.0
-    """How long running turns may go on after a shutdown signal before they are cancelled."""
-    auth: AuthSettings | None = None
-    """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Retention:
-    """The ``retention`` section, in seconds (None: kept without a time limit)."""
-
-    runs: float | None = None
-    events: float | None = 3600.0
-    """How long a run's stream frames stay available for a reconnect."""
-    idle_sessions: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Framework:
     """A validated framework: definitions, where memory lives, and the server settings."""
 
@@ -151,10 +122,7 @@ class Framework:
     max_contexts: int = 1000
     server: ServerSettings = field(default_factory=ServerSettings)
     retention: Retention = field(default_factory=Retention)
-    budgets: TokenBudgets = field(default_factory=TokenBudgets)
-    """Token budgets for every served agent that sets none of its own."""
-    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
-    """Prices per model name, per million tokens; a model without one shows no cost."""
+    usage: UsagePolicy = field(default_factory=UsagePolicy)  # budgets and prices
     source: str = "<code>"
     """The file the framework came from, for messages."""
 
@@ -320,8 +288,7 @@ class _Loader:
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
-            budgets=parsed.budgets.build(),
-            prices={name: price.build() for name, price in parsed.prices.items()},
+            usage=UsagePolicy.of(parsed.budgets, parsed.prices),
             source=self.source,
         )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import calendar
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -32,6 +32,7 @@ __all__ = [
     "PriceConfig",
     "TokenBudgets",
     "UsageMeter",
+    "UsagePolicy",
     "price_for",
     "seconds_until_utc_midnight",
 ]
@@ -126,6 +127,24 @@ class PriceConfig(_FileSection):
     def build(self) -> ModelPrice:
         """The price this entry sets."""
         return ModelPrice(**self.model_dump())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsagePolicy:
+    """A framework's budgets (for agents without their own) and its prices."""
+
+    budgets: TokenBudgets = field(default_factory=TokenBudgets)
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    """Per model name, per million tokens; a model without one shows no cost."""
+
+    @classmethod
+    def of(cls, budgets: BudgetsConfig, prices: Mapping[str, PriceConfig]) -> UsagePolicy:
+        """The policy of a framework.json's ``budgets`` and ``prices`` sections."""
+        return cls(budgets=budgets.build(), prices={name: p.build() for name, p in prices.items()})
+
+    def price(self, model_name: str) -> ModelPrice | None:
+        """The price of a model, if one is set (see `price_for`)."""
+        return price_for(self.prices, model_name) if self.prices else None
 
 
 def price_for(prices: Mapping[str, ModelPrice], model_name: str) -> ModelPrice | None:

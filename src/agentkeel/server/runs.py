@@ -59,7 +59,7 @@ from agentkeel.server.wire import (
 from agentkeel.serving import Served, ServedFactory
 from agentkeel.storage.base import SessionKey
 from agentkeel.storage.usage import UsageStorage, utc_day
-from agentkeel.usage import ModelPrice, price_for, seconds_until_utc_midnight
+from agentkeel.usage import ModelPrice, seconds_until_utc_midnight
 
 __all__ = ["IDEMPOTENCY_CAPACITY", "RunJob", "ServerRuntime"]
 
@@ -200,7 +200,7 @@ class ServerRuntime:
                 if not isinstance(agent, Agent):
                     continue  # the cache refuses what is not servable
                 if not agent.budgets.any:
-                    agent.budgets = self.framework.budgets
+                    agent.budgets = self.framework.usage.budgets
                 agent.hooks.add_callback(AfterModelCallEvent, count)
                 for event_type, callback in self.agent_hooks:
                     agent.hooks.add_callback(event_type, callback)
@@ -210,7 +210,7 @@ class ServerRuntime:
 
     async def _check_daily_budget(self, key: SessionKey) -> None:
         """Refuse a new turn of a principal whose tokens for today are spent (429)."""
-        limit = self.framework.budgets.tokens_per_principal_per_day
+        limit = self.framework.usage.budgets.tokens_per_principal_per_day
         storage = self.framework.storage
         if limit is None or not isinstance(storage, UsageStorage):
             return
@@ -224,9 +224,7 @@ class ServerRuntime:
 
     def _price(self, entry: ContextEntry) -> ModelPrice | None:
         agent = entry.agent
-        if not self.framework.prices or not isinstance(agent, Agent):
-            return None
-        return price_for(self.framework.prices, agent.model.name)
+        return self.framework.usage.price(agent.model.name) if isinstance(agent, Agent) else None
 
     # -- submitting a turn --------------------------------------------------------------
 
