@@ -35,13 +35,17 @@ from agentkeel.a2a.card import CARD_PATH, REST_PATH, CardSource, agent_card
 from agentkeel.a2a.delivery import PushDelivery
 from agentkeel.a2a.executor import A2AExecutor
 from agentkeel.a2a.handler import PRINCIPAL_STATE
+from agentkeel.a2a.mapping import output_artifact
 from agentkeel.a2a.push import PUSH_INDEX_DEFINITION, StoredPushConfigs
 from agentkeel.a2a.rest import rest_mount
 from agentkeel.a2a.segments import SegmentWatch
 from agentkeel.a2a.service import A2AService
 from agentkeel.a2a.stream import A2ADispatcher
 from agentkeel.a2a.tasks import INDEX_DEFINITION
+from agentkeel.a2a.turn import current_turn, publish_artifact
 from agentkeel.errors import ConfigurationError
+from agentkeel.hooks.events import AfterRunEvent
+from agentkeel.output import output_json
 from agentkeel.server.handlers import PRINCIPAL
 from agentkeel.server.runs import ServerRuntime
 
@@ -65,6 +69,13 @@ class _CallContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
+async def _publish_output(event: AfterRunEvent) -> None:
+    """An output-typed run's answer joins its A2A task as a data artifact."""
+    output = event.result.output
+    if output is not None and current_turn() is not None:
+        await publish_artifact(output_artifact(output_json(output)))
+
+
 class A2ABinding:
     """The A2A routes, gRPC port and push delivery of every definition of `runtime`.
 
@@ -84,6 +95,7 @@ class A2ABinding:
                     "A2A binding's indexes; choose another"
                 )
         self.runtime = runtime
+        runtime.agent_hooks.append((AfterRunEvent, _publish_output))
         self.settings = framework.server.a2a
         if self.settings.grpc_port is not None and find_spec("grpc") is None:
             raise ConfigurationError(

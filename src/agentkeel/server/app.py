@@ -49,6 +49,7 @@ from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.runs import ServerRuntime
+from agentkeel.server.toolsets import open_toolsets
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -158,7 +159,9 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        async with binding.running(), runtime.running():  # turns drain before A2A stops
+        # MCP servers open before the first turn and close after the last one drained;
+        # the A2A binding (gRPC, push delivery) stops after the turns drained too
+        async with binding.running(), open_toolsets(framework), runtime.running():
             yield
 
     middleware = []

@@ -1,0 +1,57 @@
+"""The runtime forms of framework.json's ``server`` and ``retention`` sections.
+
+They live apart from the loader (`agentkeel.framework`, which re-exports them) so that
+code which only reads settings does not depend on how a file is parsed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentkeel.auth_settings import AuthSettings
+
+__all__ = ["A2ASettings", "Retention", "ServerSettings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class A2ASettings:
+    """The ``server.a2a`` section: the A2A binding's gRPC port and push-webhook policy."""
+
+    grpc_port: int | None = None
+    """Serve A2A over gRPC on this port of ``server.host`` (0: any free one); None: off."""
+    allow_private_webhooks: bool = False
+    """Let push notifications go to loopback and private addresses (tests, internal
+    deployments); off, such webhook URLs are refused (SSRF)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    """The ``server`` section: how the HTTP server binds and what it tolerates."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    ui: bool = True
+    """Serve the demo chat page at ``/`` (it is bundled in the package); false turns it off."""
+    max_body_bytes: int = 1_048_576
+    concurrency: Literal["queue", "reject"] = "queue"
+    """A turn on a busy context waits in line (``queue``) or gets ``409 context_busy``."""
+    cors: tuple[str, ...] = ()
+    heartbeat_seconds: float = 15.0
+    """A comment is sent on a stream idle this long, so proxies keep it open."""
+    shutdown_timeout_seconds: float = 30.0
+    """How long running turns may go on after a shutdown signal before they are cancelled."""
+    auth: AuthSettings | None = None
+    """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
+    a2a: A2ASettings = field(default_factory=A2ASettings)
+    """The A2A binding's options beyond HTTP (SPEC 6)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """The ``retention`` section, in seconds (None: kept without a time limit)."""
+
+    runs: float | None = None
+    events: float | None = 3600.0
+    """How long a run's stream frames stay available for a reconnect."""
+    idle_sessions: float | None = None
