@@ -55,6 +55,8 @@ from agentkeel.definitions import (
 from agentkeel.errors import ConfigurationError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.loop import RunLimits
+from agentkeel.memory.config import MemorySection, load_memory
+from agentkeel.memory.memory import Memory
 from agentkeel.models.base import Model
 from agentkeel.models.registry import KNOWN_PROVIDERS, model_from_config
 from agentkeel.multiagent import SwarmLimits
@@ -149,6 +151,8 @@ class Framework:
     max_contexts: int = 1000
     server: ServerSettings = field(default_factory=ServerSettings)
     retention: Retention = field(default_factory=Retention)
+    memory: Memory | None = None
+    """Memory across conversations (SPEC 12, docs/memory.md); None turns it off."""
     source: str = "<code>"
     """The file the framework came from, for messages."""
 
@@ -270,6 +274,7 @@ class _File(_Strict):
     max_contexts: int = Field(default=1000, ge=1)
     server: _Server = _Server()
     retention: _Retention = _Retention()
+    memory: MemorySection | None = None
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -309,8 +314,19 @@ class _Loader:
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
+            memory=self.memory(parsed),
             source=self.source,
         )
+
+    def memory(self, parsed: _File) -> Memory | None:
+        if parsed.memory is None:
+            return None
+        root = None
+        if parsed.session_dir is not None:
+            root = self.resolve(parsed.session_dir)
+        elif parsed.storage is not None and parsed.storage.startswith("file:"):
+            root = self.resolve(parsed.storage.removeprefix("file:").removeprefix("//"))
+        return load_memory(parsed.memory, base=self.base, session_root=root, source=self.source)
 
     def check_names(self, parsed: _File) -> None:
         """No agent takes a reserved name or the session definition of a swarm member.

@@ -36,6 +36,7 @@ from agentkeel.errors import (
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.framework import Framework
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
+from agentkeel.memory.attach import attach_memory
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.multiagent import SwarmResult
 from agentkeel.result import AgentResult
@@ -51,6 +52,7 @@ from agentkeel.server.wire import (
     failed_done_frame,
     send_result,
 )
+from agentkeel.serving import Served
 from agentkeel.storage.base import SessionKey
 
 __all__ = ["IDEMPOTENCY_CAPACITY", "RunJob", "ServerRuntime"]
@@ -102,9 +104,7 @@ class ServerRuntime:
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
-            on_built=lambda key, served: framework.definitions[key.definition].catalog.learn(
-                served
-            ),
+            on_built=self._built,
         )
         self.streams = RetainedStreams(framework.storage, framework.retention.events)
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
@@ -118,6 +118,12 @@ class ServerRuntime:
         self._running = 0
         self._idle = anyio.Event()
         self._idle.set()
+
+    def _built(self, key: SessionKey, served: Served) -> None:
+        """A context's Agent was built: its definition learns its tools; it gets memory."""
+        self.framework.definitions[key.definition].catalog.learn(served)
+        if self.framework.memory is not None:
+            attach_memory(served, key, self.framework.memory)
 
     # -- lifecycle ----------------------------------------------------------------------
 
