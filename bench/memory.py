@@ -51,7 +51,8 @@ def items(vectors: np.ndarray) -> list[MemoryItem]:
 
 def unit(rng: np.random.Generator, rows: int) -> np.ndarray:
     raw = rng.normal(size=(rows, DIM)).astype(np.float32)
-    return raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    rows_out: np.ndarray = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    return rows_out
 
 
 async def fill(store: MemoryStore, records: list[MemoryItem]) -> float:
@@ -83,7 +84,8 @@ def baseline(vectors: np.ndarray, queries: np.ndarray) -> tuple[float, list[set[
 
 async def run(sizes: list[int], count: int) -> None:
     rng = np.random.default_rng(7)
-    print(f"{'items':>8} {'backend':>8} {'search ms':>10} {'numpy ms':>9} {'ratio':>6} {'same top5':>9}")
+    header = ("items", "backend", "search ms", "numpy ms", "ratio", "same top5")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(header, (8, 8, 10, 9, 6, 9), strict=True)))
     for size in sizes:
         vectors = unit(rng, size)
         queries = unit(rng, count)

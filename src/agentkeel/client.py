@@ -358,8 +358,10 @@ class AsyncAgentClient:
     async def memory(
         self, query: str | None = None, *, limit: int | None = None, cursor: str | None = None
     ) -> RememberedPage:
-        """What the agent remembers of this client's principal, newest first, or the best
-        matches for `query` (``GET /agents/{name}/memory``; docs/memory.md)."""
+        """What the agent remembers of this principal: newest first, or best for `query`.
+
+        ``GET /agents/{name}/memory`` (docs/memory.md); vectors never leave the server.
+        """
         params = {"q": query, "limit": None if limit is None else str(limit), "cursor": cursor}
         query_string = urlencode({k: v for k, v in params.items() if v is not None})
         url = self._url("memory") + (f"?{query_string}" if query_string else "")

@@ -34,8 +34,8 @@ def test_backends_implement_the_protocol(tmp_path: Path) -> None:
 
 
 async def test_deleting_a_scope_leaves_no_file(tmp_path: Path) -> None:
-    from agentkeel.testing.memory_store import make_item
     from agentkeel.memory import MemoryScope
+    from agentkeel.testing.memory_store import make_item
 
     store = FileMemoryStore(tmp_path / "memory")
     await store.put(MemoryScope("carol"), [make_item("a", [1, 0])])

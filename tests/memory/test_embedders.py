@@ -48,7 +48,9 @@ class EmbeddingsServer:
             {"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.0]}
             for i, t in enumerate(body["input"])
         ]
-        return JSONResponse({"object": "list", "data": list(reversed(rows)), "model": body["model"]})
+        return JSONResponse(
+            {"object": "list", "data": list(reversed(rows)), "model": body["model"]}
+        )
 
 
 @pytest.fixture
@@ -127,9 +129,7 @@ def test_framework_memory_section(tmp_path: Path) -> None:
         ({"embeddings": {"provider": "openai", "apiKeyEnv": "NO_SUCH_VAR_X"}}, "NO_SUCH_VAR_X"),
     ],
 )
-def test_framework_memory_errors_name_the_key(
-    tmp_path: Path, memory: object, message: str
-) -> None:
+def test_framework_memory_errors_name_the_key(tmp_path: Path, memory: object, message: str) -> None:
     with pytest.raises(ConfigurationError) as caught:
         load_framework(_framework(tmp_path, memory))
     assert message in caught.value.message and "framework.json" in caught.value.message

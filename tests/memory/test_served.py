@@ -36,9 +36,14 @@ def framework(**memory: object) -> dict[str, object]:
     }
 
 
-def send(url: str, message: str, headers: dict[str, str] | None = None, **extra: object) -> dict[str, object]:
+def send(
+    url: str, message: str, headers: dict[str, str] | None = None, **extra: object
+) -> dict[str, object]:
     response = httpx.post(
-        f"{url}/agents/assistant/send", json={"message": message, **extra}, headers=headers, timeout=60
+        f"{url}/agents/assistant/send",
+        json={"message": message, **extra},
+        headers=headers,
+        timeout=60,
     )
     assert response.status_code == 200, response.text
     body: dict[str, object] = response.json()

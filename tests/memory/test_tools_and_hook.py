@@ -26,7 +26,12 @@ def agent(model: ScriptedModel, shared: Memory, principal: str, context_id: str)
 async def test_tools_remember_recall_and_forget_across_agents() -> None:
     shared = memory()
     writer = ScriptedModel(
-        [ScriptedTurn(tool_calls=[ScriptedToolCall("remember", {"text": "Ada likes tea", "key": "drink"})]), "ok"]
+        [
+            ScriptedTurn(
+                tool_calls=[ScriptedToolCall("remember", {"text": "Ada likes tea", "key": "drink"})]
+            ),
+            "ok",
+        ]
     )
     await agent(writer, shared, "alice", "ctx-one").invoke_async("remember")
     reader = ScriptedModel(
@@ -52,9 +57,13 @@ async def test_tools_remember_recall_and_forget_across_agents() -> None:
 
 async def test_recall_of_another_principal_finds_nothing() -> None:
     shared = memory()
-    writer = ScriptedModel([ScriptedTurn(tool_calls=[ScriptedToolCall("remember", {"text": "secret plan"})]), "ok"])
+    writer = ScriptedModel(
+        [ScriptedTurn(tool_calls=[ScriptedToolCall("remember", {"text": "secret plan"})]), "ok"]
+    )
     await agent(writer, shared, "alice", "ctx-a").invoke_async("x")
-    reader = ScriptedModel([ScriptedTurn(tool_calls=[ScriptedToolCall("recall", {"query": "secret plan"})]), "ok"])
+    reader = ScriptedModel(
+        [ScriptedTurn(tool_calls=[ScriptedToolCall("recall", {"query": "secret plan"})]), "ok"]
+    )
     await agent(reader, shared, "bob", "ctx-b").invoke_async("y")
     assert json.loads(_last_tool_result(reader)) == []
 
@@ -70,7 +79,9 @@ async def test_auto_recall_adds_matches_to_the_system_prompt() -> None:
     assert prompt.startswith("Be brief.\n\nWhat you remember about this user")
     assert "favourite colour is blue" in prompt
     off = ScriptedModel(["x"])
-    await Agent(off, hooks=[MemoryHook(shared.bind("alice", "assistant"), auto_recall=0)]).invoke_async("colour?")
+    await Agent(
+        off, hooks=[MemoryHook(shared.bind("alice", "assistant"), auto_recall=0)]
+    ).invoke_async("colour?")
     assert off.requests[0].system_prompt is None, "auto-recall must be off by default"
 
 

@@ -52,7 +52,7 @@ def _item(raw: JSONValue) -> RememberedItem:
     )
 
 
-def decode_memory_page(body: JSONValue) -> RememberedPage:
+def decode_memory_page(body: object) -> RememberedPage:
     """Decode a memory listing.
 
     Raises:
