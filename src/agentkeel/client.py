@@ -20,9 +20,8 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from functools import partial
 from typing import Annotated, TypeAlias, TypedDict, TypeVar, Unpack, get_args
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -32,7 +31,6 @@ from agentkeel import errors
 from agentkeel._portal import Portal
 from agentkeel.errors import AgentkeelError, InterruptPendingError, InvalidRequestError
 from agentkeel.events import InterruptEvent, RunEvent
-from agentkeel.memory.remote import RememberedPage, decode_memory_page
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.result import ErrorInfo, RunStatus
 from agentkeel.sse import SSEDecoder, SSEFrame
@@ -355,31 +353,6 @@ class AsyncAgentClient:
             await self._request("DELETE", self._url("contexts", self._context_id))
             self._context_id = None
 
-    async def memory(
-        self, query: str | None = None, *, limit: int | None = None, cursor: str | None = None
-    ) -> RememberedPage:
-        """What the agent remembers of this principal: newest first, or best for `query`.
-
-        ``GET /agents/{name}/memory`` (docs/memory.md); vectors never leave the server.
-        """
-        params = {"q": query, "limit": None if limit is None else str(limit), "cursor": cursor}
-        query_string = urlencode({k: v for k, v in params.items() if v is not None})
-        url = self._url("memory") + (f"?{query_string}" if query_string else "")
-        return decode_memory_page(_json(await self._request("GET", url)))
-
-    async def forget_memory(self, key: str | None = None) -> int:
-        """Delete one remembered item by `key` (1), or all of them when None (the count).
-
-        Raises:
-            ServerError: ``memory_not_found`` for a key the principal has no item under.
-        """
-        if key is not None:
-            await self._request("DELETE", self._url("memory", key))
-            return 1
-        body = _json(await self._request("DELETE", self._url("memory")))
-        deleted = body.get("deleted") if isinstance(body, dict) else None
-        return deleted if isinstance(deleted, int) else 0
-
     async def agents(self) -> list[AgentInfo]:
         """The agents the server offers (``GET /agents``), whatever `agent` is."""
         listing = _json(await self._request("GET", self._base_url + "/agents"))
@@ -595,16 +568,6 @@ class AgentClient:
     def agents(self) -> list[AgentInfo]:
         """The agents the server offers (``GET /agents``)."""
         return self._portal.call(self._client.agents)
-
-    def memory(
-        self, query: str | None = None, *, limit: int | None = None, cursor: str | None = None
-    ) -> RememberedPage:
-        """What the agent remembers of this principal (see `AsyncAgentClient.memory`)."""
-        return self._portal.call(partial(self._client.memory, query, limit=limit, cursor=cursor))
-
-    def forget_memory(self, key: str | None = None) -> int:
-        """Delete one remembered item, or all (see `AsyncAgentClient.forget_memory`)."""
-        return self._portal.call(self._client.forget_memory, key)
 
     def close(self) -> None:
         """Close the connections and stop the background event loop."""
