@@ -314,19 +314,13 @@ class _Loader:
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
-            memory=self.memory(parsed),
+            memory=None
+            if parsed.memory is None
+            else load_memory(
+                parsed.memory, self.base, parsed.session_dir or parsed.storage, self.source
+            ),
             source=self.source,
         )
-
-    def memory(self, parsed: _File) -> Memory | None:
-        if parsed.memory is None:
-            return None
-        root = None
-        if parsed.session_dir is not None:
-            root = self.resolve(parsed.session_dir)
-        elif parsed.storage is not None and parsed.storage.startswith("file:"):
-            root = self.resolve(parsed.storage.removeprefix("file:").removeprefix("//"))
-        return load_memory(parsed.memory, base=self.base, session_root=root, source=self.source)
 
     def check_names(self, parsed: _File) -> None:
         """No agent takes a reserved name or the session definition of a swarm member.

@@ -105,17 +105,27 @@ def _embedder(section: MemorySection, where: str) -> Embedder:
     )
 
 
-def load_memory(
-    section: MemorySection, *, base: Path, session_root: Path | None, source: str
-) -> Memory:
+def load_memory(section: MemorySection, base: Path, sessions: str | None, source: str) -> Memory:
     """Build the configured Memory; errors name the key and the file.
+
+    Args:
+        section: The validated section.
+        base: The folder relative paths are relative to (the file's).
+        sessions: framework.json's ``sessionDir``, or its ``storage`` URL.
+        source: The file, for messages.
 
     Raises:
         ConfigurationError: A store or embeddings setting that cannot work.
     """
+    root = None
+    if sessions is not None and "://" not in sessions.replace("file://", "file:"):
+        folder = Path(sessions.removeprefix("file:").removeprefix("//")).expanduser()
+        root = folder if folder.is_absolute() else base / folder
+    if sessions is not None and sessions in ("memory:", "memory://"):
+        root = None
     where = f"{source}: memory"
     return Memory(
-        store=_store(section, base, session_root, where),
+        store=_store(section, base, root, where),
         embedder=_embedder(section, where),
         scope=section.scope,
         auto_recall=section.auto_recall,
