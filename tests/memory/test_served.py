@@ -138,3 +138,22 @@ def test_memory_off_when_not_configured(tmp_path: Path) -> None:
         result = send(url, TELL)
         assert result["toolCalls"] == ["remember"]
         assert "could not" in str(result["text"]) or "no memory" in str(result["text"])
+
+
+def test_python_client_lists_searches_and_forgets(authed: str) -> None:
+    from agentkeel.client import AgentClient, ServerError
+
+    with AgentClient(authed, agent="assistant", api_key=ALICE["X-API-Key"]) as client:
+        client.send(TELL)
+        page = client.memory()
+        assert [i.key for i in page.items] == ["favourite colour"] and page.next_cursor is None
+        assert page.items[0].context_id == client.context_id
+        matches = client.memory("what colour do I like")
+        assert matches.items[0].score is not None and matches.items[0].score > 0.3
+        assert client.forget_memory("favourite colour") == 1
+        with pytest.raises(ServerError) as caught:
+            client.forget_memory("favourite colour")
+        assert caught.value.code == "memory_not_found"
+        client.send(TELL)
+        assert client.forget_memory() == 1
+        assert client.memory().items == ()

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
 from urllib.parse import urlencode
 
 from agentkeel.errors import AgentkeelError
 from agentkeel.messages import JSONValue
 
 __all__ = [
-    "MemoryPageOptions",
     "RememberedItem",
     "RememberedPage",
     "decode_memory_page",
-    "deleted_count",
     "memory_query",
 ]
-
-
-class MemoryPageOptions(TypedDict, total=False):
-    """Paging of a memory listing."""
-
-    limit: int | None
-    cursor: str | None
 
 
 def memory_query(query: str | None, limit: int | None, cursor: str | None) -> str:
@@ -31,14 +21,6 @@ def memory_query(query: str | None, limit: int | None, cursor: str | None) -> st
     params = {"q": query, "limit": None if limit is None else str(limit), "cursor": cursor}
     encoded = urlencode({k: v for k, v in params.items() if v is not None})
     return f"?{encoded}" if encoded else ""
-
-
-def deleted_count(key: str | None, body: object) -> int:
-    """How many items a memory DELETE removed (one for a key, else the body's count)."""
-    if key is not None:
-        return 1
-    deleted = body.get("deleted") if isinstance(body, dict) else None
-    return deleted if isinstance(deleted, int) else 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
