@@ -50,6 +50,7 @@ from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_r
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.memory import memory_routes
 from agentkeel.server.runs import ServerRuntime
+from agentkeel.server.toolsets import open_toolsets
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -156,7 +157,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        async with runtime.running():
+        # MCP servers open before the first turn and close after the last one drained
+        async with open_toolsets(framework), runtime.running():
             yield
 
     middleware = []
