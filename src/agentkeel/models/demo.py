@@ -74,6 +74,7 @@ _FACT = re.compile(
 )
 _FORGET = re.compile(r"\bforget\s+(?:about\s+)?(?:that\s+)?(?P<key>[^?.!]+)", _FLAGS)
 _ABOUT_ME = re.compile(r"\bwhat\s+do\s+you\s+(?:remember|know)\s+about\s+me\b", _FLAGS)
+_ABOUT_USER = "the user's "
 _TOLD = re.compile(r"\bwhat\s+did\s+i\s+tell\s+you(?:\s+about\s+(?P<key>[^?.!]+))?", _FLAGS)
 _RECALL = re.compile(r"\b(?:what(?:'s|\s+is|\s+are|\s+was)\s+my|recall)\s+(?P<key>[^?.!]+)", _FLAGS)
 _MY_IS = re.compile(r"\bmy\s+(?P<key>.+?)\s+(?:is|are)\s+(?P<value>.+)", _FLAGS)
@@ -374,7 +375,9 @@ def _recalled(content: JSONValue, query: str) -> str:
         if isinstance(match, dict) and "text" in match
     ]
     if not texts:
-        return f"I don't remember anything about {_swap_pronouns(query)} yet."
+        if query.startswith("the user's "):
+            return f"You haven't told me your {query.removeprefix(_ABOUT_USER)} yet."
+        return "I don't remember anything about you yet."
     if len(texts) == 1 or query != "the user":
         return f"From our earlier conversations I remember: {texts[0]}"
     return "From our earlier conversations I remember: " + " ".join(texts)
