@@ -18,6 +18,7 @@ from agentkeel.conversation import (
 )
 from agentkeel.errors import (
     AgentkeelError,
+    ConcurrentWriteError,
     ConfigurationError,
     ContextNotFoundError,
     CorruptSessionError,
@@ -76,6 +77,7 @@ __all__ = [
     "AsyncAgentClient",
     "CancelRun",
     "Checkpointer",
+    "ConcurrentWriteError",
     "ConfigurationError",
     "ContextNotFoundError",
     "ConversationManager",

@@ -3,10 +3,13 @@
 A task is a run, and a run's record lives in its context's session; but ``GetTask``
 and ``CancelTask`` name only the task id, and ``ListTasks`` may span contexts. So the
 binding keeps one small record per task (`TaskRecord`: its context, the A2A messages
-and published artifacts) in an index session of its own, per (principal, definition):
-session key ``a2a-task-index:<definition>``. It is stored as a run record of that
-session, which every `SessionStorage` backend already keeps durably, so the index
-needs no new storage method and survives restarts with whatever backend is configured.
+and published artifacts) in an index of its own, per (principal, definition), keyed
+``a2a-task-index:<definition>``, through the storage's `TaskIndexStorage` capability:
+for files, one appended ``tasks.jsonl`` per index, so a turn costs no new file and no
+fsync in front of its first frame (the run's own record is the durable truth).
+
+Indexes that 0.1.0 wrote (one fake run record per task in that session) are still
+read; a storage without the capability keeps using them.
 
 Principals never share an index (the key carries the principal), which is what makes
 a task id useless to anyone but its owner. Records are cached in memory (most recently
@@ -20,8 +23,10 @@ from collections import OrderedDict
 
 from agentkeel.a2a.turn import TaskRecord
 from agentkeel.ids import CONTEXT_ID_PATTERN
+from agentkeel.keys import SessionKey
+from agentkeel.messages import JSONObject
 from agentkeel.result import Usage
-from agentkeel.storage.base import RunRecord, SessionKey, SessionStorage
+from agentkeel.storage.base import RunRecord, SessionStorage, TaskIndexStorage
 
 __all__ = ["INDEX_DEFINITION", "A2ATaskStore"]
 
@@ -59,6 +64,10 @@ class A2ATaskStore:
     async def put(self, principal: str | None, record: TaskRecord) -> None:
         """Create or replace the record of a task."""
         self._remember(principal, record)
+        if isinstance(self.storage, TaskIndexStorage):
+            index = self._index(principal)
+            await self.storage.put_task(index, record.task_id, record.context_id, record.to_json())
+            return
         stored = RunRecord(
             run_id=record.task_id,
             status="completed",  # unused: the run's own record holds the task's state
@@ -76,28 +85,56 @@ class A2ATaskStore:
             return cached
         if not CONTEXT_ID_PATTERN.fullmatch(task_id) or ".." in task_id:
             return None  # not an id this server hands out
-        stored = await self.storage.get_run(self._index(principal), task_id)
-        record = self._decode(stored)
+        record = None
+        if isinstance(self.storage, TaskIndexStorage):
+            document = await self.storage.get_task(self._index(principal), task_id)
+            record = None if document is None else self._decode_document(task_id, document)
+        if record is None:  # an index 0.1.0 wrote, or a storage without the capability
+            record = self._decode(await self.storage.get_run(self._index(principal), task_id))
         if record is not None:
             self._remember(principal, record)
         return record
 
     async def list(self, principal: str | None) -> list[TaskRecord]:
         """Every task record of `principal`, oldest first."""
-        stored = await self.storage.list_runs(self._index(principal))
-        records = [record for item in stored if (record := self._decode(item)) is not None]
+        index = self._index(principal)
+        found = {
+            record.task_id: record
+            for item in await self.storage.list_runs(index)
+            if (record := self._decode(item)) is not None
+        }
+        if isinstance(self.storage, TaskIndexStorage):
+            for task_id, document in await self.storage.list_tasks(index):
+                if (record := self._decode_document(task_id, document)) is not None:
+                    found[task_id] = record
+        records = sorted(found.values(), key=lambda record: (record.created_at, record.task_id))
         for record in records:
             cached = self._cache.get((principal, record.task_id))
             if cached is not None:
                 record.history, record.artifacts = cached.history, cached.artifacts
         return records
 
-    @staticmethod
-    def _decode(stored: RunRecord | None) -> TaskRecord | None:
+    async def delete_context(self, principal: str | None, context_id: str) -> int:
+        """Forget every task of `context_id` (the context was deleted); how many went."""
+        for cache_key in [k for k, v in self._cache.items() if k[0] == principal]:
+            if self._cache[cache_key].context_id == context_id:
+                del self._cache[cache_key]
+        index = self._index(principal)
+        count = 0
+        if isinstance(self.storage, TaskIndexStorage):
+            count = await self.storage.delete_tasks(index, context_id)
+        return count
+
+    @classmethod
+    def _decode(cls, stored: RunRecord | None) -> TaskRecord | None:
         if stored is None or not isinstance(stored.input, dict):
             return None
+        return cls._decode_document(stored.run_id, stored.input)
+
+    @staticmethod
+    def _decode_document(task_id: str, document: JSONObject) -> TaskRecord | None:
         try:
-            return TaskRecord.from_json(stored.run_id, stored.input)
+            return TaskRecord.from_json(task_id, document)
         except ValueError:
-            logger.warning("task=<%s> | skipping a malformed A2A task record", stored.run_id)
+            logger.warning("task=<%s> | skipping a malformed A2A task record", task_id)
             return None

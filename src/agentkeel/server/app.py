@@ -153,8 +153,13 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        async with runtime.running():
-            yield
+        storage = runtime.framework.storage
+        await storage.open()  # connect and migrate before the first request
+        try:
+            async with runtime.running():
+                yield
+        finally:
+            await storage.close()
 
     middleware = []
     if settings.cors:

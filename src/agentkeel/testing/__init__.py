@@ -1,0 +1,36 @@
+"""Conformance suites every storage backend and checkpointer must pass.
+
+A backend is done when a test module subclasses the suites and they pass. Each suite
+needs one fixture, a factory whose every call returns a store over the *same* data (a
+fresh object for a persistent backend, so that reads reach the store, not a cache)::
+
+    import pytest
+    from agentkeel.testing import SessionStorageSuite, StorageFactory
+
+    class TestMyStorage(SessionStorageSuite):
+        @pytest.fixture
+        def reopen_storage(self, tmp_path) -> StorageFactory:
+            return lambda: MyStorage(tmp_path)
+
+The suites are pytest test classes (they need pytest and anyio's pytest plugin), which
+is why this package is imported only by tests, never by agentkeel itself.
+"""
+
+from agentkeel.testing.capabilities import CapabilitySuite
+from agentkeel.testing.checkpointer import CheckpointerFactory, CheckpointerSuite
+from agentkeel.testing.session_storage import HistorySuite, StorageFactory
+from agentkeel.testing.versions import VersionSuite
+
+__all__ = [
+    "CapabilitySuite",
+    "CheckpointerFactory",
+    "CheckpointerSuite",
+    "HistorySuite",
+    "SessionStorageSuite",
+    "StorageFactory",
+    "VersionSuite",
+]
+
+
+class SessionStorageSuite(HistorySuite, VersionSuite, CapabilitySuite):
+    """Everything a SessionStorage does: history and runs, versions and fencing, capabilities."""
