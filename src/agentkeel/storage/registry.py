@@ -78,8 +78,10 @@ def open_storage(url: str, *, base: Path | None = None) -> SessionStorage:
             else f"; install it with: pip install 'agentkeel[{backend.extra}]'"
         )
         missing = exc.name == module_name
-        what = "is not built into this version of agentkeel" if missing else f"needs {exc.name!r}"
-        raise ConfigurationError(f"storage backend {scheme!r} {what}{hint}") from exc
+        why = "it is not built yet in this version" if missing else f"it needs {exc.name!r}"
+        raise ConfigurationError(
+            f"storage backend {scheme!r} is not available: {why}{hint}"
+        ) from exc
     factory: Callable[[str, Path | None], SessionStorage] = getattr(module, attribute)
     return factory(url, base)
 
