@@ -27,10 +27,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -41,27 +39,18 @@ from agentkeel import _fs
 from agentkeel.errors import StorageError
 from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey, require_key
-from agentkeel.messages import SCHEMA_VERSION, JSONObject, Message
-from agentkeel.storage import _records
+from agentkeel.messages import JSONObject, Message
+from agentkeel.storage import _records, _session_files
 from agentkeel.storage._history import (
-    EMPTY_STATE,
     Tail,
     encode_json,
     encode_messages,
-    read_state,
-    scan,
-    state_document,
-    turn_lines,
 )
-from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot, StorageHealth
-from agentkeel.storage.guard import check_commit
+from agentkeel.storage._session_files import FRAMES_FILE, MESSAGES_FILE
+from agentkeel.storage.base import RunRecord, SessionSnapshot, StorageHealth
 
 __all__ = ["LocalFileStorage", "session_folder"]
 
-SESSION_FILE = "session.json"
-MESSAGES_FILE = "messages.jsonl"
-STATE_FILE = "state.json"
-FRAMES_FILE = "frames.sse"
 _DOCUMENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _RESERVED_DOCUMENTS = frozenset({"session", "state"})
 _LOCK_STRIPES = 64
@@ -120,7 +109,7 @@ class LocalFileStorage:
     async def health(self) -> StorageHealth:
         """Whether the folder (or the nearest parent that exists) is writable."""
         try:
-            await anyio.to_thread.run_sync(_check_writable, self.directory)
+            await anyio.to_thread.run_sync(_session_files.check_writable, self.directory)
         except OSError as exc:
             return StorageHealth(ok=False, detail=str(exc))
         return StorageHealth(ok=True)
@@ -131,7 +120,7 @@ class LocalFileStorage:
         """Read the session, dropping any uncommitted tail; None if it was never saved."""
         require_key(key, "load")
         async with self._lock(key):
-            loaded = await self._call(key, self._load_sync, key)
+            loaded = await self._call(key, _session_files.load, self.path(key), key)
             if loaded is None:
                 return None
             self._remember(key, loaded[1])
@@ -149,7 +138,7 @@ class LocalFileStorage:
         if tail is not None and _fs.stamp(self.path(key) / MESSAGES_FILE) == tail.stamp:
             return tail.turn
         async with self._lock(key):
-            loaded = await self._call(key, self._load_sync, key)
+            loaded = await self._call(key, _session_files.load, self.path(key), key)
             if loaded is None:
                 return 0
             self._remember(key, loaded[1])
@@ -176,7 +165,15 @@ class LocalFileStorage:
         async with self._lock(key):
             tail = self._cache.get(key)
             tail = await self._call(
-                key, self._append_sync, key, tail, lines, encoded_state, expected_version, fence
+                key,
+                _session_files.append,
+                self.path(key),
+                key,
+                tail,
+                lines,
+                encoded_state,
+                expected_version,
+                fence,
             )
             self._remember(key, tail)
             return tail.turn
@@ -197,7 +194,15 @@ class LocalFileStorage:
         async with self._lock(key):
             tail = self._cache.get(key)
             tail = await self._call(
-                key, self._rewrite_sync, key, tail, lines, encoded_state, expected_version, fence
+                key,
+                _session_files.rewrite,
+                self.path(key),
+                key,
+                tail,
+                lines,
+                encoded_state,
+                expected_version,
+                fence,
             )
             self._remember(key, tail)
             return tail.turn
@@ -366,135 +371,3 @@ class LocalFileStorage:
         if tasks.needs_compaction():
             _fs.atomic_write_bytes(path, tasks.compacted(), durable=durable)
         _fs.append_records(path, lines, durable=durable)
-
-    def _load_sync(self, key: SessionKey) -> tuple[SessionSnapshot, Tail] | None:
-        folder = self.path(key)
-        stamp = _fs.stamp(folder / MESSAGES_FILE)  # before the read: a later write shows
-        meta = _fs.read_json_object(folder / SESSION_FILE)
-        if meta is None:
-            for name in (MESSAGES_FILE, STATE_FILE):
-                if (folder / name).exists():
-                    raise _fs.corrupt(folder / SESSION_FILE, f"missing, but {name} exists")
-            return None
-        created = meta.get("created_at")
-        if not isinstance(created, int | float):
-            raise _fs.corrupt(folder / SESSION_FILE, "no created_at")
-        version = meta.get("schema_version")
-        if isinstance(version, int) and version > SCHEMA_VERSION:
-            raise StorageError(f"{folder / SESSION_FILE}: written by a newer agentkeel")
-        state_doc = read_state(folder / STATE_FILE)
-        raw = _fs.read_bytes(folder / MESSAGES_FILE) or b""
-        found = scan(raw, folder / MESSAGES_FILE, state_doc)
-        if found.committed < len(raw):
-            dropped = len(raw) - found.committed
-            _log.warning("session=%s | dropping %d bytes of an unfinished turn", folder, dropped)
-        turn = max(found.turn, found.state_turn)
-        snapshot = SessionSnapshot(
-            messages=found.messages,
-            state=found.state,
-            metadata=SessionMetadata(
-                definition=key.definition,
-                context_id=key.context_id,
-                owner=key.principal,
-                created_at=float(created),
-                updated_at=found.updated_at or float(created),
-                message_count=len(found.messages),
-            ),
-            version=turn,
-        )
-        state = _fs.dumps_json(found.state)
-        return snapshot, Tail(len(raw), found.committed, turn, state, found.fence, stamp)
-
-    def _open_sync(self, key: SessionKey, tail: Tail | None) -> Tail:
-        """The session's tail, checked against the disk; creates the session if needed."""
-        folder = self.path(key)
-        if tail is None or _fs.stamp(folder / MESSAGES_FILE) != tail.stamp:
-            loaded = self._load_sync(key)  # first use, or changed behind our back
-            tail = None if loaded is None else loaded[1]
-            _fs.sweep_temp_files(folder)  # what writes killed halfway left behind
-        if tail is None:
-            _fs.ensure_dir(folder)
-            document: JSONObject = {
-                "schema_version": SCHEMA_VERSION,
-                "session_id": key.session_id,
-                "definition": key.definition,
-                "context_id": key.context_id,
-                "owner": key.principal,
-                "created_at": round(time.time(), 3),
-            }
-            _fs.atomic_write_json(folder / SESSION_FILE, document)
-            tail = Tail(file_size=0, committed=0, turn=0, state=EMPTY_STATE)
-        return tail
-
-    def _append_sync(
-        self,
-        key: SessionKey,
-        tail: Tail | None,
-        messages: list[bytes],
-        state: bytes | None,
-        expected_version: int | None,
-        fence: int | None,
-    ) -> Tail:
-        tail = self._open_sync(key, tail)
-        fence = check_commit(
-            key, version=tail.turn, highest_fence=tail.fence,
-            expected_version=expected_version, fence=fence,
-        )  # fmt: skip
-        path = self.path(key) / MESSAGES_FILE
-        if tail.committed < tail.file_size:
-            _fs.truncate(path, tail.committed)  # drop the uncommitted tail a crash left
-            tail = replace(tail, file_size=tail.committed, stamp=_fs.stamp(path))
-        if state == tail.state:
-            state = None
-        if not messages and state is None:
-            return tail
-        turn = tail.turn + 1
-        # An emptied state goes inline (state.json disappears); any other goes to
-        # state.json after the lines, and the turn counts only once it is there.
-        commit = b"" if state is None else b',"st":{}' if state == EMPTY_STATE else b',"s":1'
-        size = _fs.append_lines(path, turn_lines(messages, turn, commit, fence))
-        stamp = _fs.stamp(path)
-        if state == EMPTY_STATE:
-            _fs.remove_file(path.with_name(STATE_FILE))
-        elif state is not None:
-            _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
-        return Tail(size, size, turn, tail.state if state is None else state, fence, stamp)
-
-    def _rewrite_sync(
-        self,
-        key: SessionKey,
-        tail: Tail | None,
-        messages: list[bytes],
-        state: bytes | None,
-        expected_version: int | None,
-        fence: int | None,
-    ) -> Tail:
-        tail = self._open_sync(key, tail)
-        fence = check_commit(
-            key, version=tail.turn, highest_fence=tail.fence,
-            expected_version=expected_version, fence=fence,
-        )  # fmt: skip
-        path = self.path(key) / MESSAGES_FILE
-        changed = state is not None and state != tail.state
-        state = tail.state if state is None else state
-        turn = tail.turn + 1
-        lines = turn_lines(messages, turn, b',"st":' + state, fence)
-        data = b"".join(line + b"\n" for line in lines)
-        # This one rename commits history and state together (the state is inline);
-        # state.json is brought in line afterwards, for people reading the folder.
-        _fs.atomic_write_bytes(path, data)
-        stamp = _fs.stamp(path)
-        if state == EMPTY_STATE:
-            _fs.remove_file(path.with_name(STATE_FILE))
-        elif changed or not path.with_name(STATE_FILE).exists():
-            _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
-        return Tail(len(data), len(data), turn, state, fence, stamp)
-
-
-def _check_writable(folder: Path) -> None:
-    """The folder (or the nearest existing parent) must be writable."""
-    target = folder
-    while not target.exists() and target.parent != target:
-        target = target.parent
-    if not target.is_dir() or not os.access(target, os.W_OK | os.X_OK):
-        raise PermissionError(f"{target} is not a writable folder")
