@@ -167,10 +167,9 @@ def append_lines(path: Path, lines: Sequence[bytes]) -> int:
 def append_records(path: Path, lines: Sequence[bytes], *, durable: bool = True) -> int:
     """Append whole lines to a file of independent records; returns the new size.
 
-    Unlike `append_lines`, the reader of such a file has no commit marker to find a torn
-    tail by, so a tail a crash left without its newline is cut off here, before the
-    batch is written (one ``pread`` of the last byte per append). With `durable=False`
-    nothing is fsynced: a killed process loses nothing written, a power cut may.
+    Such a file has no commit marker, so a tail a crash left without its newline is cut
+    off here before the batch is written (one ``pread`` per append). With
+    `durable=False` nothing is fsynced: a kill loses nothing written, a power cut may.
     """
     data = b"".join(line + b"\n" for line in lines)
     created = False
@@ -209,24 +208,19 @@ def _last_newline(fd: int, size: int) -> int:
 def read_tail(path: Path, size: int) -> bytes | None:
     """At most the last `size` bytes of `path`, or None if it does not exist."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
+            return handle.read()
     except FileNotFoundError:
         return None
-    try:
-        total = os.fstat(fd).st_size
-        start = max(0, total - size)
-        return os.pread(fd, total - start, start)
-    finally:
-        os.close(fd)
 
 
 def overwrite_checked(path: Path, data: bytes, label: str) -> None:
     """Replace the content of a cache file in place, behind a checksummed header.
 
-    No temp file and no fsync: a cache written every turn must not cost a new file
-    (an inode) each time. A crash in the middle leaves a file whose checksum does not
-    match, which `read_checked` reports as absent; it never shows a mix as valid.
-    `label` (one line, no spaces) is kept in the header and checked on read.
+    No temp file and no fsync: a cache written every turn must not cost a new inode each
+    time. A crash halfway leaves a checksum mismatch, which `read_checked` reports as
+    absent. `label` (no spaces or newlines) is kept in the header and checked on read.
     """
     header = b"%s %d %08x\n" % (label.encode("utf-8"), len(data), zlib.crc32(data))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)

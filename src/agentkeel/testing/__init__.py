@@ -18,6 +18,7 @@ is why this package is imported only by tests, never by agentkeel itself.
 
 from agentkeel.testing.capabilities import CapabilitySuite
 from agentkeel.testing.checkpointer import CheckpointerFactory, CheckpointerSuite
+from agentkeel.testing.runs import RunRecordSuite
 from agentkeel.testing.session_storage import HistorySuite, StorageFactory
 from agentkeel.testing.versions import VersionSuite
 
@@ -26,11 +27,12 @@ __all__ = [
     "CheckpointerFactory",
     "CheckpointerSuite",
     "HistorySuite",
+    "RunRecordSuite",
     "SessionStorageSuite",
     "StorageFactory",
     "VersionSuite",
 ]
 
 
-class SessionStorageSuite(HistorySuite, VersionSuite, CapabilitySuite):
+class SessionStorageSuite(HistorySuite, RunRecordSuite, VersionSuite, CapabilitySuite):
     """Everything a SessionStorage does: history and runs, versions and fencing, capabilities."""
