@@ -19,6 +19,8 @@ The hierarchy::
     │   └── InterruptPendingError       interrupt_pending
     ├── RunInProgressError              context_busy
     ├── ContextNotFoundError            context_not_found
+    ├── ContextRefusedError             context_forbidden
+    ├── SharedAgentError                agent_shared
     └── StorageError                    storage_error
         ├── ConcurrentWriteError        concurrent_write
         └── CorruptSessionError         corrupt_session
@@ -39,6 +41,7 @@ __all__ = [
     "ConfigurationError",
     "ContextNotFoundError",
     "ContextOverflowError",
+    "ContextRefusedError",
     "CorruptSessionError",
     "InterruptError",
     "InterruptNotFoundError",
@@ -52,6 +55,7 @@ __all__ = [
     "ModelRateLimitError",
     "ModelUnavailableError",
     "RunInProgressError",
+    "SharedAgentError",
     "StateValueError",
     "StorageError",
 ]
@@ -176,6 +180,30 @@ class ContextNotFoundError(AgentkeelError):
     """No such context for this principal."""
 
     code = "context_not_found"
+
+
+class ContextRefusedError(AgentkeelError):
+    """A factory refuses to build an agent for this context (``403 context_forbidden``).
+
+    Raise it from a definition's factory, e.g. when the context id names a user the
+    caller may not act for; the message reaches the client, so keep secrets out of it.
+    """
+
+    code = "context_forbidden"
+
+
+class SharedAgentError(AgentkeelError):
+    """A factory returned an Agent it had already built for another context.
+
+    One instance would share its memory (history, AgentState) between conversations,
+    so the server refuses it; `definition` names the definition whose factory did it.
+    """
+
+    code = "agent_shared"
+
+    def __init__(self, message: str, *, definition: str) -> None:
+        super().__init__(message)
+        self.definition = definition
 
 
 class StorageError(AgentkeelError):

@@ -10,25 +10,24 @@ it is forgotten.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Protocol, TypeAlias
 
 from agentkeel.agent import Agent
 from agentkeel.checkpoint.base import Checkpointer
-from agentkeel.errors import ConfigurationError
+from agentkeel.errors import CorruptSessionError
 from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent import Swarm, SwarmSession
+from agentkeel.multiagent.session import MEMBER_SEPARATOR
 from agentkeel.result import ErrorInfo
 from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
-from agentkeel.tools.decorator import Tool
 
 __all__ = [
     "Served",
     "ServedFactory",
     "ServedResult",
     "attach_session",
-    "checked_served",
     "forget_context",
 ]
 
@@ -54,21 +53,6 @@ class ServedResult(Protocol):
     def error(self) -> ErrorInfo | None: ...  # noqa: D102
 
 
-def checked_served(target: object, definition: str) -> Served:
-    """`target` if a factory built something servable, else a ConfigurationError."""
-    if isinstance(target, Agent | Swarm):
-        return target
-    raise ConfigurationError(
-        f"the factory of {definition!r} returned {type(target).__name__}, not an Agent or a Swarm"
-    )
-
-
-def skills_of(served: Served) -> tuple[str, ...]:
-    """Tool names for `GET /agents` and the agent card (a swarm: its members' tools)."""
-    tools: Mapping[str, Tool] = served.tools
-    return tuple(tools)
-
-
 def attach_session(
     served: Served, key: SessionKey, storage: SessionStorage, checkpointer: Checkpointer
 ) -> None:
@@ -88,22 +72,50 @@ def attach_session(
 
 
 async def forget_context(
-    key: SessionKey, storage: SessionStorage, checkpointer: Checkpointer, *, swarm: bool
+    key: SessionKey,
+    storage: SessionStorage,
+    checkpointer: Checkpointer,
+    *,
+    served: Served | None = None,
+    declared_swarm: bool = False,
 ) -> None:
     """Delete everything stored for a context: sessions, runs, checkpoints.
 
     A swarm's members keep their memory in sessions of their own beside the swarm's,
-    which the swarm's record lists; an agent has the one session.
+    which the swarm's record lists; an agent has the one session. Whether the context
+    is a swarm's is decided by what was built for it (`served`, when it is cached) or by
+    the swarm record stored under its key, not by how the definition was declared: a
+    ``factory`` may return a Swarm too.
     """
-    if swarm:
-        await SwarmSession(
-            key.definition,
-            key.context_id,
-            storage,
-            checkpointer=checkpointer,
-            principal=key.principal,
-        ).delete()
+    swarm = _swarm_session(key, storage, checkpointer)
+    if swarm is not None and (
+        declared_swarm or isinstance(served, Swarm) or await _holds_swarm_record(swarm)
+    ):
+        members = tuple(served.members) if isinstance(served, Swarm) else ()
+        await swarm.delete(members)
         return
     await SessionManager(
         key.session_id, storage, checkpointer=checkpointer, principal=key.principal
     ).delete()
+
+
+def _swarm_session(
+    key: SessionKey, storage: SessionStorage, checkpointer: Checkpointer
+) -> SwarmSession | None:
+    """The swarm view of `key`'s context; None when no swarm can have its definition."""
+    if MEMBER_SEPARATOR in key.definition:
+        return None
+    return SwarmSession(
+        key.definition,
+        key.context_id,
+        storage,
+        checkpointer=checkpointer,
+        principal=key.principal,
+    )
+
+
+async def _holds_swarm_record(swarm: SwarmSession) -> bool:
+    try:
+        return await swarm.load() is not None
+    except CorruptSessionError:
+        return False  # an Agent whose AgentState happens to hold a "swarm" key

@@ -22,6 +22,7 @@ import logging
 from collections import OrderedDict
 
 from agentkeel.a2a.turn import TaskRecord
+from agentkeel.framework import TASK_INDEX_DEFINITION
 from agentkeel.ids import CONTEXT_ID_PATTERN
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject
@@ -32,9 +33,10 @@ __all__ = ["INDEX_DEFINITION", "A2ATaskStore"]
 
 logger = logging.getLogger(__name__)
 
-INDEX_DEFINITION = "a2a-task-index"
+INDEX_DEFINITION = TASK_INDEX_DEFINITION
 """The definition part of the index sessions' keys (no agent may take this name)."""
 _CACHE_SIZE = 10_000
+_TOMBSTONE = "deleted"
 
 
 class A2ATaskStore:
@@ -115,19 +117,32 @@ class A2ATaskStore:
         return records
 
     async def delete_context(self, principal: str | None, context_id: str) -> int:
-        """Forget every task of `context_id` (the context was deleted); how many went."""
-        for cache_key in [k for k, v in self._cache.items() if k[0] == principal]:
-            if self._cache[cache_key].context_id == context_id:
-                del self._cache[cache_key]
+        """Forget every task of one context of `principal`; how many there were."""
         index = self._index(principal)
-        count = 0
+        deleted = 0
         if isinstance(self.storage, TaskIndexStorage):
-            count = await self.storage.delete_tasks(index, context_id)
-        return count
+            deleted = await self.storage.delete_tasks(index, context_id)
+        for item in await self.storage.list_runs(index):  # 0.1.0's records, or no capability
+            record = self._decode(item)
+            if record is None or record.context_id != context_id:
+                continue
+            tombstone = RunRecord(
+                run_id=record.task_id,
+                status="cancelled",
+                input={_TOMBSTONE: True},
+                started_at=item.started_at,
+                usage=Usage(),
+            )
+            await self.storage.put_run(index, tombstone)
+            deleted += 1
+        for cached_key, cached in list(self._cache.items()):
+            if cached_key[0] == principal and cached.context_id == context_id:
+                del self._cache[cached_key]
+        return deleted
 
     @classmethod
     def _decode(cls, stored: RunRecord | None) -> TaskRecord | None:
-        if stored is None or not isinstance(stored.input, dict):
+        if stored is None or not isinstance(stored.input, dict) or _TOMBSTONE in stored.input:
             return None
         return cls._decode_document(stored.run_id, stored.input)
 

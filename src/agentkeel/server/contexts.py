@@ -13,12 +13,17 @@ arrives (synchronously, so the order is the order of the requests) and waits unt
 ticket is at the head of the line. With the ``reject`` policy a turn that would have to
 wait is refused with RunInProgressError (``409 context_busy``).
 
+A factory must build a new Agent (or Swarm) for every context: the cache remembers every
+instance it handed out (weakly) and refuses one that comes back for another context with
+SharedAgentError, naming the definition, instead of letting two contexts share memory.
+
 No HTTP here: the cache is shared by every binding (native wire, A2A).
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,10 +32,9 @@ from typing import Literal
 import anyio
 
 from agentkeel.checkpoint.base import Checkpointer
-from agentkeel.errors import RunInProgressError
+from agentkeel.errors import RunInProgressError, SharedAgentError
 from agentkeel.hooks.events import BeforeRunEvent
 from agentkeel.serving import Served, ServedFactory, attach_session, forget_context
-from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
 
 __all__ = ["ContextCache", "ContextEntry", "TurnTicket"]
@@ -103,7 +107,9 @@ class ContextCache:
         max_contexts: How many idle Agents to keep; busy ones may briefly exceed it.
         policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses).
         on_evict: Called once per eviction (metrics).
-        swarms: The definitions whose factories build a Swarm.
+        swarms: The definitions declared as swarms (a factory's Swarm is recognised
+            by what it returned, or by the swarm record it stored).
+        on_built: Told each freshly built Agent or Swarm (a definition learns its tools).
     """
 
     def __init__(
@@ -116,6 +122,7 @@ class ContextCache:
         policy: ConcurrencyPolicy = "queue",
         on_evict: Callable[[], None] | None = None,
         swarms: frozenset[str] = frozenset(),
+        on_built: Callable[[SessionKey, Served], None] | None = None,
     ) -> None:
         self.factories = dict(factories)
         self.swarms = swarms
@@ -129,6 +136,9 @@ class ContextCache:
         self._entries: OrderedDict[SessionKey, ContextEntry] = OrderedDict()
         self._busy: dict[SessionKey, anyio.Event] = {}
         """Keys being built or deleted; lookups wait for them."""
+        self.on_built = on_built
+        self._handed_out: weakref.WeakSet[Served] = weakref.WeakSet()
+        """Every Agent and Swarm a factory built so far (a second hand-out is refused)."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -141,12 +151,6 @@ class ContextCache:
     def entries(self) -> list[ContextEntry]:
         """A snapshot of the cached entries (shutdown cancels their runs)."""
         return list(self._entries.values())
-
-    def session_manager(self, key: SessionKey) -> SessionManager:
-        """The SessionManager of `key` (thread id = context id, same key as the session)."""
-        return SessionManager(
-            key.session_id, self.storage, checkpointer=self.checkpointer, principal=key.principal
-        )
 
     async def acquire(self, key: SessionKey) -> ContextEntry:
         """The entry of `key`, built and restored if needed, leased until `release`."""
@@ -201,8 +205,21 @@ class ContextCache:
             return True
         return await self.checkpointer.latest(key) is not None
 
-    async def delete(self, key: SessionKey) -> bool:
+    async def delete(
+        self,
+        key: SessionKey,
+        *,
+        before: Callable[[SessionKey], Awaitable[None]] | None = None,
+    ) -> bool:
         """Forget the context: its Agent, session, runs and checkpoints; False if unknown.
+
+        A swarm's members go with it, whether the definition was declared as a swarm or
+        its factory returned one (known from the cached Swarm or the stored record).
+
+        Args:
+            key: The context.
+            before: Deletes what a binding keeps for the context (A2A task records);
+                awaited first, so a crash midway leaves a context that DELETE can retry.
 
         Raises:
             RunInProgressError: A turn is running or queued on the context.
@@ -217,13 +234,16 @@ class ContextCache:
         done = self._busy[key] = anyio.Event()
         try:
             existed = await self.exists(key)
-            self._entries.pop(key, None)
+            cached = self._entries.pop(key, None)
             if existed:
+                if before is not None:
+                    await before(key)
                 await forget_context(
                     key,
                     self.storage,
                     self.checkpointer,
-                    swarm=key.definition in self.swarms,
+                    served=None if cached is None else cached.agent,
+                    declared_swarm=key.definition in self.swarms,
                 )
             return existed
         finally:
@@ -233,6 +253,16 @@ class ContextCache:
     async def _build(self, key: SessionKey) -> ContextEntry:
         factory = self.factories[key.definition]
         agent = factory(key.context_id)
+        if agent in self._handed_out:
+            raise SharedAgentError(
+                f"the factory of agent {key.definition!r} returned an {type(agent).__name__} "
+                "it already built for another context; it must build a new one per context "
+                "(one instance would share its memory between conversations)",
+                definition=key.definition,
+            )
+        self._handed_out.add(agent)
+        if self.on_built is not None:
+            self.on_built(key, agent)
         attach_session(agent, key, self.storage, self.checkpointer)
         await agent.restore()
         entry = ContextEntry(key=key, agent=agent)

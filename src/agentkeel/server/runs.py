@@ -8,9 +8,9 @@ by itself: a client that disconnects does not cancel it; it finishes, is saved, 
 frames stay retained for a reconnect. The ``done`` frame is published only after the
 Agent saved the turn and the frames were persisted.
 
-Idempotency: a request with an ``Idempotency-Key`` is remembered for
-``retention.events`` (in this process, at most `IDEMPOTENCY_CAPACITY` keys) under
-(principal, definition, contextId as sent, key); a retry gets the original job back.
+Idempotency: a request with an ``Idempotency-Key`` claims it atomically
+(`IdempotencyClaims`, kept for ``retention.events``); a retry, also one that arrives
+at the same instant, gets the original job back and waits for it or follows its stream.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import hashlib
 import json
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -41,7 +40,8 @@ from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.multiagent import SwarmResult
 from agentkeel.result import AgentResult
 from agentkeel.server.contexts import ContextCache, ContextEntry, TurnTicket
-from agentkeel.server.errors import IdempotencyKeyReusedError, ShuttingDownError
+from agentkeel.server.errors import ShuttingDownError
+from agentkeel.server.idempotency import IDEMPOTENCY_CAPACITY, IdempotencyClaims, IdempotencyScope
 from agentkeel.server.metrics import ServerMetrics
 from agentkeel.server.streaming import RetainedStreams, RunChannel
 from agentkeel.server.wire import (
@@ -57,11 +57,8 @@ __all__ = ["IDEMPOTENCY_CAPACITY", "RunJob", "ServerRuntime"]
 
 logger = logging.getLogger(__name__)
 
-IDEMPOTENCY_CAPACITY = 10_000
-"""Most idempotency keys remembered at once (oldest forgotten first)."""
 _SWEEP_SECONDS = 30.0
 _CANCEL_GRACE_SECONDS = 5.0
-_IdempotencyScope = tuple[str | None, str, str | None, str]
 
 
 @dataclass(eq=False, slots=True)
@@ -79,6 +76,11 @@ class RunJob:
     """The id after which this turn's frames start in the run's channel."""
     result: JSONObject | None = None
     """The SendResult, once `finished`."""
+    binding: object = None
+    """What the binding whose request started the turn keeps with it (the A2A task
+    record), for the requests that joined it with the same idempotency key."""
+    bound: anyio.Event = field(default_factory=anyio.Event)
+    """Set once `binding` is (or will never be) set."""
     began_at: float = field(default_factory=time.monotonic)
     first_token: bool = False
     buffered: list[RunEvent] = field(default_factory=list)
@@ -100,13 +102,19 @@ class ServerRuntime:
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
+            on_built=lambda key, served: framework.definitions[key.definition].catalog.learn(
+                served
+            ),
         )
         self.streams = RetainedStreams(framework.storage, framework.retention.events)
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
         self.metrics.queued_turns.read = lambda: float(self.cache.queued_turns)
         self.draining = False
         self._group: TaskGroup | None = None
-        self._idempotent: OrderedDict[_IdempotencyScope, tuple[RunJob, float]] = OrderedDict()
+        self.claims: IdempotencyClaims[RunJob] = IdempotencyClaims(
+            framework.retention.events or 86_400.0
+        )
+        self._forgetters: list[Callable[[SessionKey], Awaitable[None]]] = []
         self._running = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -151,7 +159,7 @@ class ServerRuntime:
         while True:
             await anyio.sleep(_SWEEP_SECONDS)
             self.streams.sweep()
-            self._forget_expired(time.monotonic())
+            self.claims.sweep()
 
     # -- submitting a turn --------------------------------------------------------------
 
@@ -162,77 +170,111 @@ class ServerRuntime:
         *,
         idempotency_key: str | None = None,
         body: JSONValue = None,
+        sent_context_id: str | None = None,
     ) -> RunJob:
+        """Queue a turn and return once it started (see `submit_claimed`)."""
+        job, _ = await self.submit_claimed(
+            key,
+            request,
+            idempotency_key=idempotency_key,
+            body=body,
+            sent_context_id=sent_context_id,
+        )
+        return job
+
+    async def submit_claimed(
+        self,
+        key: SessionKey,
+        request: SendRequest,
+        *,
+        idempotency_key: str | None = None,
+        body: JSONValue = None,
+        sent_context_id: str | None = None,
+    ) -> tuple[RunJob, bool]:
         """Queue a turn and return once it started; raise what stopped it from starting.
+
+        Returns the job and whether this request started it (False: it joined the run
+        of an earlier request with the same idempotency key).
 
         Args:
             key: The context (definition, contextId, principal).
             request: The parsed request.
             idempotency_key: The client's Idempotency-Key header, if any.
             body: The raw request body, fingerprinted to detect a reused key.
+            sent_context_id: The contextId as the client sent it (None: a new one).
         """
-        scope, fingerprint = None, ""
-        if idempotency_key is not None:
-            encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-            fingerprint = hashlib.sha256(encoded).hexdigest()
-            sent = request.context_id if isinstance(request.context_id, str) else None
-            scope = (key.principal, key.definition, sent, idempotency_key)
-            previous = self._remembered(scope)
-            if previous is not None:
-                if previous.fingerprint != fingerprint:
-                    raise IdempotencyKeyReusedError(
-                        "this Idempotency-Key was used for a different request"
-                    )
-                await previous.started.wait()
-                if previous.error is not None:
-                    raise previous.error
-                return previous
-        if self._group is None:
-            raise ShuttingDownError("the server is not running (was its lifespan started?)")
-        if self.draining:
-            raise ShuttingDownError("the server is shutting down and takes no new turns")
-        if request.resume is not None and not await self.cache.exists(key):
-            # a decision needs a conversation: for an unknown context (or another
-            # principal's) answer like every other endpoint, and build nothing
-            raise ContextNotFoundError(f"no context {key.context_id!r} for this agent")
-        entry = await self.cache.acquire(key)
+        if idempotency_key is None:
+            return await self._submit(RunJob(key=key, fingerprint=""), request), True
+        encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        fingerprint = hashlib.sha256(encoded).hexdigest()
+        scope = IdempotencyScope(key.principal, key.definition, sent_context_id, idempotency_key)
+        job, is_new = self.claims.claim(
+            scope, fingerprint, lambda: RunJob(key=key, fingerprint=fingerprint)
+        )
+        if not is_new:
+            await job.started.wait()
+            if job.error is not None:
+                raise job.error
+            return job, False
         try:
-            ticket = self.cache.join(entry)
-        finally:
-            self.cache.release(entry)
-        job = RunJob(key=key, fingerprint=fingerprint)
-        if scope is not None:
-            self._remember(scope, job)
+            return await self._submit(job, request), True
+        except BaseException:
+            self.claims.release(scope, job)  # it never ran: a retry may run it anew
+            raise
+
+    async def _submit(self, job: RunJob, request: SendRequest) -> RunJob:
+        """Start `job`; what stops it before its run starts is raised (and told to waiters)."""
+        key = job.key
+        try:
+            if self._group is None:
+                raise ShuttingDownError("the server is not running (was its lifespan started?)")
+            if self.draining:
+                raise ShuttingDownError("the server is shutting down and takes no new turns")
+            if request.resume is not None and not await self.cache.exists(key):
+                # a decision needs a conversation: for an unknown context (or another
+                # principal's) answer like every other endpoint, and build nothing
+                raise ContextNotFoundError(f"no context {key.context_id!r} for this agent")
+            entry = await self.cache.acquire(key)
+            try:
+                ticket = self.cache.join(entry)
+            finally:
+                self.cache.release(entry)
+        except BaseException as exc:
+            job.error = exc if isinstance(exc, Exception) else ShuttingDownError("abandoned")
+            job.started.set()
+            job.finished.set()
+            job.bound.set()
+            raise
         self._group.start_soon(self._execute, job, entry, ticket, request)
         await job.started.wait()
         if job.error is not None:
-            if scope is not None:
-                self._idempotent.pop(scope, None)
             raise job.error
         return job
 
-    def _remembered(self, scope: _IdempotencyScope) -> RunJob | None:
-        found = self._idempotent.get(scope)
-        if found is None or found[1] < time.monotonic():
-            return None
-        return found[0]
+    def on_delete(self, forget: Callable[[SessionKey], Awaitable[None]]) -> None:
+        """Have `forget` delete what a binding keeps for a context when it is deleted."""
+        self._forgetters.append(forget)
 
-    def _remember(self, scope: _IdempotencyScope, job: RunJob) -> None:
-        ttl = self.framework.retention.events or 86_400.0
-        self._idempotent[scope] = (job, time.monotonic() + ttl)
-        self._idempotent.move_to_end(scope)
-        while len(self._idempotent) > IDEMPOTENCY_CAPACITY:
-            self._idempotent.popitem(last=False)
+    async def delete_context(self, key: SessionKey) -> bool:
+        """Forget a context everywhere (SPEC guarantee 13); False if it is unknown.
 
-    def _forget_expired(self, now: float) -> None:
-        for scope in [s for s, (_, expires) in self._idempotent.items() if expires < now]:
-            del self._idempotent[scope]
+        The bindings' records (A2A tasks) go first, then the sessions, runs and
+        checkpoints (a swarm's members too), then the retained frames and the
+        idempotency keys, so nothing of it comes back when the id is used again.
 
-    def forget_context(self, key: SessionKey) -> None:
-        """Drop what is retained for a deleted context (frames, idempotency keys)."""
+        Raises:
+            RunInProgressError: A turn is running or queued on the context.
+        """
+
+        async def forget_bindings(target: SessionKey) -> None:
+            for forget in self._forgetters:
+                await forget(target)
+
+        if not await self.cache.delete(key, before=forget_bindings):
+            return False
         self.streams.drop(key)
-        for scope in [s for s, (job, _) in self._idempotent.items() if job.key == key]:
-            del self._idempotent[scope]
+        self.claims.forget(lambda job: job.key == key)
+        return True
 
     # -- running a turn -----------------------------------------------------------------
 
