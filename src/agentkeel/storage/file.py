@@ -312,15 +312,19 @@ class LocalFileStorage:
             return [(task_id, document) for task_id, (_, document) in tasks.items()]
 
     async def delete_tasks(self, index: SessionKey, context_id: str) -> int:
-        """Forget every task of `context_id`, with one appended line (TaskIndexStorage)."""
+        """Forget every task of `context_id` (TaskIndexStorage).
+
+        The index is rewritten without them (atomically, durably), so that nothing of a
+        deleted context stays on disk, not even in a superseded line (guarantee 13).
+        """
         require_key(index, "delete_tasks")
         async with self._lock(index):
             tasks = await self._task_index(index)
             count = sum(1 for context, _ in tasks.tasks.values() if context == context_id)
             if count:
-                line = _fs.dumps_json({"drop": context_id})
-                await self._call(None, self._append_tasks_sync, index, tasks, [line], True)
                 tasks.apply({"drop": context_id})
+                path = self.path(index) / _records.TASKS_FILE
+                await self._call(None, _fs.atomic_write_bytes, path, tasks.compacted())
             return count
 
     # -- plumbing ----------------------------------------------------------------------
@@ -359,15 +363,12 @@ class LocalFileStorage:
     # -- blocking work, in worker threads -----------------------------------------------
 
     def _append_tasks_sync(
-        self,
-        index: SessionKey,
-        tasks: _records.TaskIndex,
-        lines: list[bytes],
-        durable: bool = False,
+        self, index: SessionKey, tasks: _records.TaskIndex, lines: list[bytes]
     ) -> None:
+        """Append unsynced (no fsync before a first frame); compact now and then."""
         folder = self.path(index)
         _fs.ensure_dir(folder)
         path = folder / _records.TASKS_FILE
         if tasks.needs_compaction():
-            _fs.atomic_write_bytes(path, tasks.compacted(), durable=durable)
-        _fs.append_records(path, lines, durable=durable)
+            _fs.atomic_write_bytes(path, tasks.compacted(), durable=False)
+        _fs.append_records(path, lines, durable=False)
