@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import json
 from pathlib import Path
 
 import agentkeel
@@ -116,3 +117,14 @@ def test_only_the_fs_module_opens_files_for_writing() -> None:
             if isinstance(node, ast.Attribute) and node.attr in ("write_text", "write_bytes"):
                 offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert offenders == []
+
+
+def test_both_packages_ship_the_apache_license() -> None:
+    root = SRC.parents[1]
+    package = json.loads((root / "clients" / "js" / "package.json").read_text(encoding="utf-8"))
+    assert package["license"] == "Apache-2.0"
+    assert "LICENSE" in package["files"]
+    for path in (root / "LICENSE", root / "clients" / "js" / "LICENSE"):
+        text = path.read_text(encoding="utf-8")
+        assert "Apache License" in text and "Version 2.0, January 2004" in text, path
+        assert "END OF TERMS AND CONDITIONS" in text, path
