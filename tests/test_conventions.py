@@ -50,7 +50,7 @@ def test_public_api_is_sorted_complete_and_documented() -> None:
             assert inspect.getdoc(value), f"agentkeel.{name} has no docstring"
     public = {name for name in vars(agentkeel) if not name.startswith("_")} - {"TYPE_CHECKING"}
     modules = {name for name in public if inspect.ismodule(getattr(agentkeel, name))}
-    lazy = {"A2AServer", "serve_framework"}  # resolved on first use by __getattr__
+    lazy = {"A2AServer", "MCPServer", "serve_framework"}  # resolved on first use
     assert public - modules == set(exported) - lazy
 
 

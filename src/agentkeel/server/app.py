@@ -49,6 +49,7 @@ from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.runs import ServerRuntime
+from agentkeel.server.toolsets import open_toolsets
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -157,7 +158,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         storage = runtime.framework.storage
         await storage.open()  # connect and migrate before the first request
         try:
-            async with runtime.running():
+            # MCP servers open before the first turn and close after the last one drained
+            async with open_toolsets(framework), runtime.running():
                 yield
         finally:
             await storage.close()

@@ -40,6 +40,7 @@ from agentkeel.errors import StorageError
 from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
+from agentkeel.result import Usage
 from agentkeel.storage import _records, _session_files
 from agentkeel.storage._history import (
     Tail,
@@ -47,9 +48,15 @@ from agentkeel.storage._history import (
     encode_messages,
 )
 from agentkeel.storage._session_files import FRAMES_FILE, MESSAGES_FILE
+from agentkeel.storage._usage_files import (
+    USAGE_FILE,
+    append_usage,
+    principal_usage_path,
+    read_usage,
+)
 from agentkeel.storage.base import RunRecord, SessionSnapshot, StorageHealth
 
-__all__ = ["LocalFileStorage", "session_folder"]
+__all__ = ["LocalFileStorage", "principal_folder", "session_folder"]
 
 _DOCUMENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _RESERVED_DOCUMENTS = frozenset({"session", "state"})
@@ -64,10 +71,14 @@ def session_folder(root: Path, key: SessionKey) -> Path:
     A principal's folder has its ``:`` percent-encoded too, so it can never have the name
     of a ``<def-name>:<contextId>`` session folder next to it.
     """
-    base = root
-    if key.principal is not None:
-        base = root / encode_path_segment(key.principal).replace(":", "%3A")
-    return base / encode_path_segment(key.session_id)
+    return principal_folder(root, key.principal) / encode_path_segment(key.session_id)
+
+
+def principal_folder(root: Path, principal: str | None) -> Path:
+    """The folder of a principal's sessions under `root` (`root` itself without one)."""
+    if principal is None:
+        return root
+    return root / encode_path_segment(principal).replace(":", "%3A")
 
 
 def _document_file(name: str) -> str:
@@ -334,6 +345,25 @@ class LocalFileStorage:
                 path = self.path(index) / _records.TASKS_FILE
                 await self._call(None, _fs.atomic_write_bytes, path, tasks.compacted())
             return count
+
+    async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
+        """Append to the context's and the principal's usage files (UsageStorage)."""
+        paths = (
+            self.path(require_key(key, "add_usage")) / USAGE_FILE,
+            principal_usage_path(principal_folder(self.directory, key.principal), day),
+        )
+        async with self._lock(key):  # not while the folder is being deleted
+            await self._call(None, append_usage, paths, usage)
+
+    async def context_usage(self, key: SessionKey) -> Usage:
+        """The context's total (UsageStorage); deleted with the session's folder."""
+        path = self.path(require_key(key, "context_usage")) / USAGE_FILE
+        return await self._call(None, read_usage, path)
+
+    async def principal_usage(self, principal: str | None, day: str) -> Usage:
+        """The principal's total of `day` (UsageStorage)."""
+        path = principal_usage_path(principal_folder(self.directory, principal), day)
+        return await self._call(None, read_usage, path)
 
     # -- plumbing ----------------------------------------------------------------------
 
