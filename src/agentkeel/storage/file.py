@@ -47,7 +47,12 @@ from agentkeel.storage._history import (
     encode_json,
     encode_messages,
 )
-from agentkeel.storage._session_files import FRAMES_FILE, MESSAGES_FILE
+from agentkeel.storage._session_files import (
+    FRAMES_FILE,
+    MESSAGES_FILE,
+    principal_folder,
+    session_folder,
+)
 from agentkeel.storage._usage_files import (
     USAGE_FILE,
     append_usage,
@@ -63,22 +68,6 @@ _RESERVED_DOCUMENTS = frozenset({"session", "state"})
 _LOCK_STRIPES = 64
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
-
-
-def session_folder(root: Path, key: SessionKey) -> Path:
-    """The folder of `key` under `root`; no principal or id can name anything outside it.
-
-    A principal's folder has its ``:`` percent-encoded too, so it can never have the name
-    of a ``<def-name>:<contextId>`` session folder next to it.
-    """
-    return principal_folder(root, key.principal) / encode_path_segment(key.session_id)
-
-
-def principal_folder(root: Path, principal: str | None) -> Path:
-    """The folder of a principal's sessions under `root` (`root` itself without one)."""
-    if principal is None:
-        return root
-    return root / encode_path_segment(principal).replace(":", "%3A")
 
 
 def _document_file(name: str) -> str:
@@ -106,8 +95,6 @@ class LocalFileStorage:
     def path(self, key: SessionKey) -> Path:
         """The folder holding `key`'s files (it may not exist yet)."""
         return session_folder(self.directory, key)
-
-    # -- lifecycle ---------------------------------------------------------------------
 
     async def open(self) -> None:
         """Nothing to connect to; the folder is created on the first write."""
