@@ -41,6 +41,7 @@ from agentkeel.framework import Framework
 from agentkeel.hooks.events import AfterModelCallEvent, HookEvent
 from agentkeel.hooks.registry import HookCallback
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
+from agentkeel.memory.attach import attach_memory
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.multiagent import Swarm, SwarmResult
 from agentkeel.result import AgentResult
@@ -115,9 +116,7 @@ class ServerRuntime:
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
-            on_built=lambda key, served: framework.definitions[key.definition].catalog.learn(
-                served
-            ),
+            on_built=self._built,
         )
         self.streams = RetainedStreams(framework.storage, framework.retention.events)
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
@@ -133,6 +132,12 @@ class ServerRuntime:
         self._running = 0
         self._idle = anyio.Event()
         self._idle.set()
+
+    def _built(self, key: SessionKey, served: Served) -> None:
+        """A context's Agent was built: its definition learns its tools; it gets memory."""
+        self.framework.definitions[key.definition].catalog.learn(served)
+        if self.framework.memory is not None:
+            attach_memory(served, key, self.framework.memory)
 
     # -- lifecycle ----------------------------------------------------------------------
 
