@@ -1,14 +1,12 @@
-"""What an A2A streaming turn costs the server on each transport, beside a native turn.
+"""What an A2A streaming turn costs the server, beside a native-wire turn in the same run.
 
-One server process per row (uvicorn, one worker, loopback; gRPC on a port of its own),
-serving one ScriptedModel agent that answers every turn with 50 tokens; the load
-generator (httpx or grpcio, this process) sends turns over one wire of that same app:
+One server process per row (uvicorn, one worker, loopback), serving one ScriptedModel
+agent that answers every turn with 50 tokens; the load generator (httpx, this process)
+sends turns over one of the two wires of that same app:
 
 - native: ``POST /agents/bench/stream``, read to the ``done`` frame (as bench/serve.py);
-- jsonrpc: JSON-RPC ``SendStreamingMessage`` to ``/agents/bench/a2a``, read to the end
-  of the SSE stream (the Task, status updates, artifact chunks, the final status);
-- rest: HTTP+JSON ``POST /agents/bench/a2a/v1/message:stream``, likewise;
-- grpc: the ``SendStreamingMessage`` RPC on the card's GRPC interface, read to its end.
+- a2a: JSON-RPC ``SendStreamingMessage`` to ``/agents/bench/a2a``, read to the end of
+  the SSE stream (the Task, status updates, artifact chunks, the final status).
 
 Two token paces, because the A2A binding turns every batch of token frames that arrive
 together into one artifact chunk (the native wire writes such a batch in one write too):
@@ -19,14 +17,16 @@ together into one artifact chunk (the native wire writes such a batch in one wri
   remote model), so each token is its own frame and its own A2A artifact update.
 
 Storage is in memory by default (the server's own cost); ``--storage file`` adds the
-fsynced session writes of a LocalFileStorage (and, for A2A, the task index record).
+fsynced session writes of a LocalFileStorage (and, for A2A, the task index line, which
+is appended without an fsync so that it never delays the first frame).
 Each client worker keeps its own context, so at concurrency 32 no turn waits for another.
 
 Server CPU per turn is utime + stime of the server process (all threads) from
 ``/proc/<pid>/stat`` around the measured turns, divided by the turns; n/a without /proc.
 
 Run ``.venv/bin/python bench/a2a.py [--turns N] [--storage memory|file]``. Prints the
-figures and the a2a/native CPU ratio per pace and concurrency (target: <= 1.5x); never
+figures and the a2a/native CPU ratio per pace and concurrency (target: <= 1.3x) and the
+time to the first frame (which no fsync may delay); never
 asserts.
 """
 
@@ -51,34 +51,24 @@ TOKENS = 50
 TOKEN_TEXT = "tok "
 WARMUP_TURNS = 30
 PACES = {"burst": 0.0, "paced": 0.0002}
-WIRES = ("native", "jsonrpc", "rest", "grpc")
+WIRES = ("native", "a2a")
 VERSION = {"A2A-Version": "1.0"}
 
 
 # -- the server (in the subprocess) -------------------------------------------------------
 
 
-def _unshadow() -> None:
-    """This file is named a2a.py: its folder on sys.path would shadow the a2a SDK."""
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != here]
-
-
 def serve(pace: str, storage_kind: str, folder: Path) -> None:
     """The subprocess: serve the bench agent on a free loopback port; print the URL."""
-    _unshadow()
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != here]
+    # (this file is named a2a.py: its folder on sys.path would shadow the a2a SDK)
     import asyncio
 
     import uvicorn
 
     from agentkeel import Agent, ScriptedModel, ScriptedTurn
-    from agentkeel.framework import (
-        A2ASettings,
-        AgentDefinition,
-        Catalog,
-        Framework,
-        ServerSettings,
-    )
+    from agentkeel.framework import AgentDefinition, Catalog, Framework
     from agentkeel.server import create_app
     from agentkeel.storage.file import LocalFileStorage
     from agentkeel.storage.memory import InMemoryStorage
@@ -93,8 +83,7 @@ def serve(pace: str, storage_kind: str, folder: Path) -> None:
         name="bench", factory=factory, catalog=Catalog(description="bench")
     )
     storage = LocalFileStorage(folder) if storage_kind == "file" else InMemoryStorage()
-    settings = ServerSettings(a2a=A2ASettings(grpc_port=0))
-    app = create_app(Framework(definitions={"bench": definition}, storage=storage, server=settings))
+    app = create_app(Framework(definitions={"bench": definition}, storage=storage))
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, workers=1, lifespan="on", log_level="warning"
     )
@@ -127,13 +116,15 @@ class Figures:
     latencies: list[float]
     cpu_seconds: float | None
     events_per_turn: float
+    firsts: list[float]
+    """Seconds from sending the request to the first SSE frame, per turn."""
 
     @property
     def per_second(self) -> float:
         return self.turns / self.seconds
 
-    def percentile(self, fraction: float) -> float:
-        ordered = sorted(self.latencies)
+    def percentile(self, fraction: float, values: list[float] | None = None) -> float:
+        ordered = sorted(self.latencies if values is None else values)
         return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
 
     @property
@@ -150,123 +141,69 @@ def process_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def native_turn(client: httpx.AsyncClient, context_id: str) -> tuple[float, int]:
+Turn = tuple[float, int, float]
+"""(seconds for the turn, frames received, seconds to the first frame)."""
+
+
+async def native_turn(client: httpx.AsyncClient, context_id: str) -> Turn:
     start = time.perf_counter()
     body = {"message": "go", "contextId": context_id}
-    frames = 0
+    frames, first = 0, 0.0
     async with client.stream("POST", "/agents/bench/stream", json=body) as response:
         async for frame in aiter_sse(response.aiter_bytes()):
+            first = first or time.perf_counter() - start
             frames += 1
             if '"done":true' in frame.data:
                 break
     if frames < TOKENS + 1:
         raise RuntimeError(f"a native turn streamed only {frames} frames")
-    return time.perf_counter() - start, frames
+    return time.perf_counter() - start, frames, first
 
 
-def _message(context_id: str) -> dict[str, object]:
-    return {
+async def a2a_turn(client: httpx.AsyncClient, context_id: str) -> Turn:
+    start = time.perf_counter()
+    message = {
         "role": "ROLE_USER",
         "messageId": f"m-{time.monotonic_ns()}",
         "contextId": context_id,
         "parts": [{"text": "go"}],
     }
-
-
-async def jsonrpc_turn(client: httpx.AsyncClient, context_id: str) -> tuple[float, int]:
-    start = time.perf_counter()
-    message = _message(context_id)
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "SendStreamingMessage",
         "params": {"message": message},
     }
-    events, last = 0, ""
+    events, last, first = 0, "", 0.0
     async with client.stream("POST", "/agents/bench/a2a", json=body, headers=VERSION) as response:
         async for frame in aiter_sse(response.aiter_bytes()):
+            first = first or time.perf_counter() - start
             events += 1
             last = frame.data
     if "TASK_STATE_COMPLETED" not in last:
         raise RuntimeError(f"an A2A turn did not end completed: {last[:200]}")
     text = json.loads(last)["result"]
     assert "statusUpdate" in text
-    return time.perf_counter() - start, events
-
-
-async def rest_turn(client: httpx.AsyncClient, context_id: str) -> tuple[float, int]:
-    start = time.perf_counter()
-    body = {"message": _message(context_id)}
-    events, last = 0, ""
-    path = "/agents/bench/a2a/v1/message:stream"
-    async with client.stream("POST", path, json=body, headers=VERSION) as response:
-        async for frame in aiter_sse(response.aiter_bytes()):
-            events += 1
-            last = frame.data
-    if "TASK_STATE_COMPLETED" not in last:
-        raise RuntimeError(f"a REST turn did not end completed: {last[:200]}")
-    return time.perf_counter() - start, events
-
-
-class GrpcWire:
-    """Turns over the gRPC port the card declares (one channel, as a client keeps)."""
-
-    def __init__(self, target: str) -> None:
-        _unshadow()
-        import grpc.aio
-        from a2a.types import a2a_pb2_grpc
-
-        self.channel = grpc.aio.insecure_channel(target)
-        self.stub = a2a_pb2_grpc.A2AServiceStub(self.channel)  # type: ignore[no-untyped-call]
-
-    async def turn(self, client: httpx.AsyncClient, context_id: str) -> tuple[float, int]:
-        from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
-
-        del client
-        start = time.perf_counter()
-        message = Message(
-            role=Role.ROLE_USER,
-            message_id=f"m-{time.monotonic_ns()}",
-            context_id=context_id,
-            parts=[Part(text="go")],
-        )
-        events, state = 0, TaskState.TASK_STATE_UNSPECIFIED
-        call = self.stub.SendStreamingMessage(
-            SendMessageRequest(message=message), metadata=[("a2a-version", "1.0")]
-        )
-        async for item in call:
-            events += 1
-            if item.HasField("status_update"):
-                state = item.status_update.status.state
-        if state != TaskState.TASK_STATE_COMPLETED:
-            raise RuntimeError(f"a gRPC turn did not end completed: {state}")
-        return time.perf_counter() - start, events
-
-
-async def grpc_target(client: httpx.AsyncClient) -> str:
-    card = (await client.get("/agents/bench/a2a/.well-known/agent-card.json")).json()
-    return str(
-        next(i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC")
-    )
+    return time.perf_counter() - start, events, first
 
 
 async def load(url: str, wire: str, pace: str, concurrency: int, turns: int, pid: int) -> Figures:
+    turn = native_turn if wire == "native" else a2a_turn
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
-        grpc_wire = GrpcWire(await grpc_target(client)) if wire == "grpc" else None
-        turns_by_wire = {"native": native_turn, "jsonrpc": jsonrpc_turn, "rest": rest_turn}
-        turn = grpc_wire.turn if grpc_wire is not None else turns_by_wire[wire]
         for index in range(min(WARMUP_TURNS, turns)):
             await turn(client, f"ctx-warmup-{index % 4}")
         latencies: list[float] = []
+        firsts: list[float] = []
         counts: list[int] = []
         per_worker = max(1, turns // concurrency)
 
         async def worker(number: int) -> None:
             context_id = f"ctx-{wire}-{concurrency}-{number}"
             for _ in range(per_worker):
-                seconds, events = await turn(client, context_id)
+                seconds, events, first = await turn(client, context_id)
                 latencies.append(seconds)
+                firsts.append(first)
                 counts.append(events)
 
         cpu_before = process_cpu(pid)
@@ -276,11 +213,9 @@ async def load(url: str, wire: str, pace: str, concurrency: int, turns: int, pid
                 group.start_soon(worker, number)
         seconds = time.perf_counter() - start
         cpu_after = process_cpu(pid)
-        if grpc_wire is not None:
-            await grpc_wire.channel.close()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     events = sum(counts) / len(counts)
-    return Figures(wire, pace, concurrency, len(latencies), seconds, latencies, cpu, events)
+    return Figures(wire, pace, concurrency, len(latencies), seconds, latencies, cpu, events, firsts)
 
 
 def measure(
@@ -312,7 +247,7 @@ def measure(
 def report(rows: list[Figures]) -> None:
     print(
         f"{'wire':<7} {'pace':<6} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'events':>7} {'CPU ms/turn':>12}"
+        f"{'p99 ms':>8} {'first p50':>10} {'events':>7} {'CPU ms/turn':>12}"
     )
     for row in rows:
         cpu = row.cpu_ms_per_turn
@@ -320,48 +255,42 @@ def report(rows: list[Figures]) -> None:
         print(
             f"{row.wire:<7} {row.pace:<6} {row.concurrency:>4} {row.turns:>6} "
             f"{row.per_second:>9.1f} {row.percentile(0.5):>8.2f} {row.percentile(0.99):>8.2f} "
-            f"{row.events_per_turn:>7.1f} {shown:>12}"
+            f"{row.percentile(0.5, row.firsts):>10.2f} {row.events_per_turn:>7.1f} {shown:>12}"
         )
     print()
     by_key = {(row.wire, row.pace, row.concurrency): row for row in rows}
     for pace in PACES:
         for concurrency in sorted({row.concurrency for row in rows}):
             native = by_key.get(("native", pace, concurrency))
-            for wire in WIRES[1:]:
-                a2a = by_key.get((wire, pace, concurrency))
-                if native is None or a2a is None:
-                    continue
-                if a2a.cpu_ms_per_turn is None or not native.cpu_ms_per_turn:
-                    print(f"{pace} concurrency {concurrency}: CPU ratio n/a (no /proc)")
-                    continue
-                ratio = a2a.cpu_ms_per_turn / native.cpu_ms_per_turn
-                speed = a2a.per_second / native.per_second
-                print(
-                    f"{pace:<6} concurrency {concurrency:>2}: {wire:<7}/native server CPU per "
-                    f"turn = {ratio:.2f}x (target <= 1.5x); turns/s {speed:.2f}x"
-                )
+            a2a = by_key.get(("a2a", pace, concurrency))
+            if native is None or a2a is None:
+                continue
+            if a2a.cpu_ms_per_turn is None or not native.cpu_ms_per_turn:
+                print(f"{pace} concurrency {concurrency}: CPU ratio n/a (no /proc)")
+                continue
+            ratio = a2a.cpu_ms_per_turn / native.cpu_ms_per_turn
+            print(
+                f"{pace:<6} concurrency {concurrency:>2}: a2a/native server CPU per turn = "
+                f"{ratio:.2f}x (target <= 1.3x); turns/s {a2a.per_second / native.per_second:.2f}x"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=320, help="measured turns per row")
     parser.add_argument("--storage", choices=("memory", "file"), default="memory")
-    parser.add_argument(
-        "--wires", default=",".join(WIRES), help="comma-separated: " + ", ".join(WIRES)
-    )
     parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
     parser.add_argument("--serve", choices=tuple(PACES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.storage, args.dir)
         return
-    wires = [wire for wire in WIRES if wire in args.wires.split(",")]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         rows = [
             measure(wire, pace, args.storage, Path(tmp), concurrency, args.turns)
             for pace in PACES
             for concurrency in (1, 32)
-            for wire in wires
+            for wire in WIRES
         ]
     print(
         f"{TOKENS} tokens per turn, {args.turns} measured turns per row, storage "

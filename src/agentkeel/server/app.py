@@ -161,10 +161,15 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        # MCP servers open before the first turn and close after the last one drained;
-        # the A2A binding (gRPC, push delivery) stops after the turns drained too
-        async with binding.running(), open_toolsets(framework), runtime.running():
-            yield
+        storage = runtime.framework.storage
+        await storage.open()  # connect and migrate before the first request
+        try:
+            # MCP servers open before the first turn and close after the last one drained;
+            # the A2A binding (gRPC, push delivery) stops after the turns drained too
+            async with binding.running(), open_toolsets(framework), runtime.running():
+                yield
+        finally:
+            await storage.close()
 
     middleware = []
     if settings.cors:
