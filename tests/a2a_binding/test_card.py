@@ -20,8 +20,8 @@ from a2a.utils.errors import TaskNotFoundError
 
 from a2a_binding import a2a_client, base_url, send, user_message
 from agentkeel.auth_settings import AuthSettings
-from agentkeel.framework import A2ASettings, ServerSettings
 from agentkeel.server import A2AServer
+from agentkeel.server_settings import A2ASettings, ServerSettings
 from e2e import scripted_agent, serve_in_thread
 
 pytestmark = pytest.mark.anyio

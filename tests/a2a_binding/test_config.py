@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentkeel.errors import ConfigurationError
-from agentkeel.framework import A2ASettings, load_framework
+from agentkeel.framework import load_framework
 from agentkeel.server import create_app
+from agentkeel.server_settings import A2ASettings
 
 DEMO = {"model": {"provider": "demo"}}
 

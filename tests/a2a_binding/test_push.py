@@ -30,8 +30,8 @@ from starlette.routing import Route
 
 from a2a_binding import a2a_client, response_text, send, user_message
 from agentkeel.a2a.push import StoredPushConfigs, check_webhook_url
-from agentkeel.framework import A2ASettings, ServerSettings
 from agentkeel.messages import JSONObject
+from agentkeel.server_settings import A2ASettings, ServerSettings
 from agentkeel.storage.memory import InMemoryStorage
 from e2e import TOOL_LOG, ServerProcess, write_framework
 from e2e.conftest import StartServer

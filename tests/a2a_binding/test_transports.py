@@ -29,7 +29,7 @@ from a2a.types import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
 from a2a_binding import a2a_client, base_url, events, response_text, send, user_message
-from agentkeel.framework import A2ASettings, ServerSettings
+from agentkeel.server_settings import A2ASettings, ServerSettings
 from e2e.conftest import StartServer
 
 pytestmark = pytest.mark.anyio
