@@ -36,9 +36,9 @@ from agentkeel.errors import (
 )
 from agentkeel.ids import validate_context_id
 from agentkeel.messages import JSONObject
-from agentkeel.server.runs import RunJob, ServerRuntime
-from agentkeel.server.streaming import RunChannel
-from agentkeel.server.wire import SendRequest
+from agentkeel.runtime.channels import RunChannel
+from agentkeel.runtime.runs import RunJob, ServerRuntime
+from agentkeel.runtime.wire import SendRequest
 from agentkeel.storage.base import RunRecord, SessionKey
 
 __all__ = ["A2AExecutor", "a2a_error", "translated"]

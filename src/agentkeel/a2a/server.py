@@ -45,11 +45,10 @@ from agentkeel.a2a.executor import A2AExecutor
 from agentkeel.a2a.handler import PRINCIPAL_STATE, AgentRequestHandler
 from agentkeel.a2a.stream import A2ADispatcher
 from agentkeel.a2a.tasks import INDEX_DEFINITION
-from agentkeel.auth_settings import AuthSettings
+from agentkeel.auth_settings import PRINCIPAL, AuthSettings
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import AgentDefinition
-from agentkeel.server.handlers import PRINCIPAL
-from agentkeel.server.runs import ServerRuntime
+from agentkeel.runtime.runs import ServerRuntime
 
 __all__ = ["CARD_PATH", "a2a_routes", "agent_card"]
 

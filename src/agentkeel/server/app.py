@@ -43,11 +43,11 @@ from agentkeel.framework import (
 )
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.multiagent import Swarm
+from agentkeel.runtime.runs import ServerRuntime
 from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
-from agentkeel.server.runs import ServerRuntime
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument

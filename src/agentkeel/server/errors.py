@@ -27,7 +27,8 @@ from agentkeel.errors import (
     RunInProgressError,
     StorageError,
 )
-from agentkeel.server.wire import error_body
+from agentkeel.runtime.errors import IdempotencyKeyReusedError, ShuttingDownError
+from agentkeel.runtime.wire import error_body
 
 __all__ = [
     "AgentNotFoundError",
@@ -87,20 +88,6 @@ class InvalidJSONError(HTTPError):
     status = 400
 
 
-class ShuttingDownError(HTTPError):
-    """The server is draining for a shutdown and takes no new turns."""
-
-    code = "shutting_down"
-    status = 503
-
-
-class IdempotencyKeyReusedError(HTTPError):
-    """An Idempotency-Key came back with a different request body."""
-
-    code = "idempotency_key_reused"
-    status = 422
-
-
 _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (InvalidRequestError, 400),
     (ContextNotFoundError, 404),
@@ -108,6 +95,8 @@ _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (InterruptPendingError, 409),
     (InterruptError, 409),
     (RunInProgressError, 409),
+    (ShuttingDownError, 503),
+    (IdempotencyKeyReusedError, 422),
 )
 _HIDDEN = (StorageError, ConfigurationError)
 """Errors whose messages may hold paths or file contents: logged, not shown."""

@@ -14,14 +14,15 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from agentkeel.auth_settings import PRINCIPAL
 from agentkeel.errors import ContextNotFoundError, InvalidRequestError
 from agentkeel.ids import new_context_id, validate_context_id
 from agentkeel.messages import JSONValue
+from agentkeel.runtime.runs import RunJob, ServerRuntime
+from agentkeel.runtime.wire import parse_send_request
 from agentkeel.server.errors import AgentNotFoundError, RunNotFoundError
 from agentkeel.server.limits import JSON_BODY
-from agentkeel.server.runs import RunJob, ServerRuntime
-from agentkeel.server.streaming import SSEResponse
-from agentkeel.server.wire import parse_send_request
+from agentkeel.server.sse_response import SSEResponse
 from agentkeel.storage.base import SessionKey
 from agentkeel.storage.file import LocalFileStorage
 
@@ -39,8 +40,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PRINCIPAL = "principal"
-"""Key of the authenticated principal in ``scope["state"]`` (set by auth middleware)."""
 _MISSING = object()
 
 

@@ -40,11 +40,11 @@ from agentkeel.interrupts import CancelRun, Decision, decision_from_json
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.multiagent import SwarmResult
 from agentkeel.result import AgentResult
-from agentkeel.server.contexts import ContextCache, ContextEntry, TurnTicket
-from agentkeel.server.errors import IdempotencyKeyReusedError, ShuttingDownError
-from agentkeel.server.metrics import ServerMetrics
-from agentkeel.server.streaming import RetainedStreams, RunChannel
-from agentkeel.server.wire import (
+from agentkeel.runtime.channels import RetainedStreams, RunChannel
+from agentkeel.runtime.contexts import ContextCache, ContextEntry, TurnTicket
+from agentkeel.runtime.errors import IdempotencyKeyReusedError, ShuttingDownError
+from agentkeel.runtime.metrics import ServerMetrics
+from agentkeel.runtime.wire import (
     SendRequest,
     done_frame,
     event_frame,
