@@ -48,7 +48,7 @@ from agentkeel.a2a.tasks import INDEX_DEFINITION
 from agentkeel.auth_settings import PRINCIPAL, AuthSettings
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import AgentDefinition
-from agentkeel.runtime.runs import ServerRuntime
+from agentkeel.runtime.facade import RunFacade
 
 __all__ = ["CARD_PATH", "a2a_routes", "agent_card"]
 
@@ -193,7 +193,7 @@ def _card_endpoint(
     return card
 
 
-def a2a_routes(runtime: ServerRuntime) -> list[BaseRoute]:
+def a2a_routes(runtime: RunFacade) -> list[BaseRoute]:
     """The A2A routes of every definition served by `runtime` (mounted by `create_app`).
 
     Raises:

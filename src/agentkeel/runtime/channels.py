@@ -19,12 +19,14 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 
 import anyio
 
 from agentkeel.errors import StorageError
 from agentkeel.messages import JSONObject
+from agentkeel.runtime.coordination import RunStream
 from agentkeel.sse import encode_comment
 from agentkeel.storage.base import RunEventStorage, SessionKey, SessionStorage
 
@@ -142,11 +144,12 @@ class RunChannel:
         channel.ended_at = ended_at or channel.ended_at
         return channel
 
-    async def follow(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]:
-        """SSE bytes of the frames after id `after`, live, up to the next done frame.
+    async def batches(self, after: int, heartbeat: float) -> AsyncGenerator[Sequence[Frame], None]:
+        """The frames after id `after`, live, up to the next done frame.
 
-        Frames that arrived together leave together, as one chunk: a burst of tokens
-        costs one write instead of one per frame.
+        Frames that arrived together leave together, as one batch (a burst of tokens
+        costs one write instead of one per frame); an empty batch means nothing came
+        for `heartbeat` seconds.
         """
         frames = self.frames
         index = next((i for i, frame in enumerate(frames) if frame.id > after), len(frames))
@@ -156,7 +159,7 @@ class RunChannel:
                 while end < len(frames) and not done:
                     done = frames[end].done
                     end += 1
-                yield b"".join(frame.encoded for frame in frames[index:end])
+                yield frames[index:end]
                 if done:
                     return
                 index = end
@@ -168,11 +171,19 @@ class RunChannel:
             with anyio.move_on_after(heartbeat) as scope:
                 await changed.wait()
             if scope.cancelled_caught:
-                yield _HEARTBEAT
+                yield ()
+
+    async def follow(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]:
+        """`batches` as SSE bytes; a keep-alive comment for each `heartbeat` of silence."""
+        async with aclosing(self.batches(after, heartbeat)) as batches:
+            async for batch in batches:
+                yield b"".join(frame.encoded for frame in batch) if batch else _HEARTBEAT
 
 
 class RetainedStreams:
-    """The latest run channel of each context: in memory for `retention`, else from storage.
+    """`StreamFanout` in this process: each context's latest run, kept for `retention`.
+
+    Past memory, the frames come back from storage (when it keeps them).
 
     Args:
         storage: Read for frames a previous process persisted (when it is a
@@ -189,14 +200,17 @@ class RetainedStreams:
         self.retention = retention
         self.capacity = capacity
         self._latest: OrderedDict[SessionKey, RunChannel] = OrderedDict()
+        self._segments: dict[tuple[SessionKey, str], anyio.Event] = {}
+        """Who waits for a run's next segment (a resumption), by context and run."""
 
     @property
     def persistent(self) -> bool:
         """Whether frames survive a restart (the storage can keep them)."""
         return isinstance(self.storage, RunEventStorage)
 
-    def put(self, channel: RunChannel) -> None:
-        """Make `channel` its context's latest run."""
+    def put(self, stream: RunStream) -> None:
+        """Make `stream` its context's latest run; wake who waits for its next segment."""
+        channel = _own(stream)
         self._latest[channel.key] = channel
         self._latest.move_to_end(channel.key)
         while len(self._latest) > self.capacity:
@@ -204,10 +218,30 @@ class RetainedStreams:
             if self._latest[oldest].active:
                 break
             del self._latest[oldest]
+        if channel.active:
+            self._wake(channel.key, channel.run_id)
 
     def drop(self, key: SessionKey) -> None:
-        """Forget the context's retained run (the context was deleted)."""
-        self._latest.pop(key, None)
+        """Forget the context's retained run (the context was deleted); wake its waiters."""
+        dropped = self._latest.pop(key, None)
+        if dropped is not None:
+            self._wake(key, dropped.run_id)
+
+    async def next_segment(self, key: SessionKey, run_id: str, timeout: float) -> bool:
+        """Wait up to `timeout` s for a segment of `run_id` to start (or its context to go)."""
+        event = self._segments.get((key, run_id))
+        if event is None:
+            event = self._segments[(key, run_id)] = anyio.Event()
+        with anyio.move_on_after(timeout):
+            await event.wait()
+        if self._segments.get((key, run_id)) is event and not event.is_set():
+            del self._segments[(key, run_id)]
+        return event.is_set()
+
+    def _wake(self, key: SessionKey, run_id: str) -> None:
+        event = self._segments.pop((key, run_id), None)
+        if event is not None:
+            event.set()
 
     def _expired(self, channel: RunChannel, now: float) -> bool:
         if channel.active or self.retention is None or channel.ended_at is None:
@@ -249,10 +283,11 @@ class RetainedStreams:
         stored = await self.storage.get_events(key, run_id)
         return None if not stored else RunChannel.from_json(key, run_id, stored)
 
-    async def persist(self, channel: RunChannel, done: Frame) -> None:
+    async def persist(self, stream: RunStream, done: Frame) -> None:
         """Save the run's frames, `done` included, before `done` is published (best effort)."""
         if not isinstance(self.storage, RunEventStorage):
             return
+        channel = _own(stream)
         try:
             await self.storage.put_events(channel.key, channel.run_id, channel.to_json(done))
         except StorageError as exc:
@@ -262,3 +297,10 @@ class RetainedStreams:
                 channel.run_id,
                 exc.message,
             )
+
+
+def _own(stream: RunStream) -> RunChannel:
+    """`stream` as this fanout made it (a fanout only takes back its own streams)."""
+    if not isinstance(stream, RunChannel):
+        raise TypeError(f"not a stream of RetainedStreams: {stream!r}")
+    return stream

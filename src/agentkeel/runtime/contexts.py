@@ -8,10 +8,10 @@ storage. Because everything is saved before a turn's result is returned, evictin
 idle Agent loses nothing: the next request rebuilds it from storage, pending interrupts
 included. A context with a turn running or queued is never evicted.
 
-Turns on one context run one at a time, in arrival order: each takes a ticket when it
-arrives (synchronously, so the order is the order of the requests) and waits until its
-ticket is at the head of the line. With the ``reject`` policy a turn that would have to
-wait is refused with RunInProgressError (``409 context_busy``).
+Turns on one context run one at a time, in arrival order: the coordination's
+`RunLease` keeps the line (`agentkeel.runtime.lease` in this process). The cache only
+counts the turns of this process running or waiting on an entry, which keeps the entry
+from being evicted or deleted under them.
 
 No HTTP here: the cache is shared by every binding (native wire, A2A).
 """
@@ -19,9 +19,9 @@ No HTTP here: the cache is shared by every binding (native wire, A2A).
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import anyio
@@ -33,18 +33,11 @@ from agentkeel.serving import Served, ServedFactory, attach_session, forget_cont
 from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
 
-__all__ = ["ContextCache", "ContextEntry", "TurnTicket"]
+__all__ = ["ContextCache", "ContextEntry"]
 
 logger = logging.getLogger(__name__)
 
 ConcurrencyPolicy = Literal["queue", "reject"]
-
-
-@dataclass(eq=False, slots=True)
-class TurnTicket:
-    """A turn's place in its context's line."""
-
-    ready: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass(eq=False, slots=True)
@@ -55,37 +48,15 @@ class ContextEntry:
     agent: Served
     leases: int = 0
     """Requests holding the entry between lookup and queueing (blocks eviction)."""
-    line: deque[TurnTicket] = field(default_factory=deque)
-    """Turns running (the head) or waiting, in arrival order."""
+    turns: int = 0
+    """Turns of this process running or waiting on the context."""
     on_run_started: Callable[[str], Awaitable[None]] | None = None
     """Told the run id when the current turn's run starts (set by the runner)."""
 
     @property
-    def turns(self) -> int:
-        """Turns running or queued on this context."""
-        return len(self.line)
-
-    @property
     def idle(self) -> bool:
         """Nothing holds the entry: it may be evicted."""
-        return self.leases == 0 and not self.line
-
-    def enqueue(self) -> TurnTicket:
-        """Join the line (synchronously, so the line keeps the order of arrival)."""
-        ticket = TurnTicket()
-        if not self.line:
-            ticket.ready.set()
-        self.line.append(ticket)
-        return ticket
-
-    def leave(self, ticket: TurnTicket) -> None:
-        """Leave the line (the turn ended, or gave up waiting); wake the next turn."""
-        try:
-            self.line.remove(ticket)
-        except ValueError:
-            return
-        if self.line:
-            self.line[0].ready.set()
+        return self.leases == 0 and not self.turns
 
     async def notify_run_started(self, event: BeforeRunEvent) -> None:
         """Hook callback: hand the run id of the turn that just started to the runner."""
@@ -101,7 +72,8 @@ class ContextCache:
         storage: Where sessions live.
         checkpointer: Where suspended runs wait.
         max_contexts: How many idle Agents to keep; busy ones may briefly exceed it.
-        policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses).
+        policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses);
+            the lease applies it, the cache only remembers it.
         on_evict: Called once per eviction (metrics).
         swarms: The definitions whose factories build a Swarm.
     """
@@ -176,17 +148,13 @@ class ContextCache:
         entry.leases -= 1
         self._evict()
 
-    def join(self, entry: ContextEntry) -> TurnTicket:
-        """Queue a turn on `entry`; RunInProgressError when the policy is ``reject`` and busy."""
-        if self.policy == "reject" and entry.turns:
-            raise RunInProgressError(
-                f"context {entry.key.context_id} is running a turn; try again when it ends"
-            )
-        return entry.enqueue()
+    def join(self, entry: ContextEntry) -> None:
+        """Count a turn on `entry` (running or waiting for the context's lease)."""
+        entry.turns += 1
 
-    def leave(self, entry: ContextEntry, ticket: TurnTicket) -> None:
-        """A turn ended: free its place in line and evict if the cache is over its size."""
-        entry.leave(ticket)
+    def leave(self, entry: ContextEntry) -> None:
+        """A turn ended: stop counting it and evict if the cache is over its size."""
+        entry.turns -= 1
         self._evict()
 
     def discard(self, key: SessionKey) -> None:

@@ -8,9 +8,15 @@ by itself: a client that disconnects does not cancel it; it finishes, is saved, 
 frames stay retained for a reconnect. The ``done`` frame is published only after the
 Agent saved the turn and the frames were persisted.
 
-Idempotency: a request with an ``Idempotency-Key`` is remembered for
-``retention.events`` (in this process, at most `IDEMPOTENCY_CAPACITY` keys) under
-(principal, definition, contextId as sent, key); a retry gets the original job back.
+What must be shared between replicas goes through the `Coordination` (in this
+process by default, see `agentkeel.runtime.coordination`): the context's lease (turns
+one at a time, in arrival order; the cancel control message reaches its holder), the
+run frames' fan-out, and the Idempotency-Key claims. A request with an
+``Idempotency-Key`` claims it, for ``retention.events``, under (principal, definition,
+contextId as sent, key); a retry gets the original job back.
+
+Bindings use the narrow surface of `RunFacade`: submit a turn, follow a run's frames
+from an id, cancel a run, read its record.
 """
 
 from __future__ import annotations
@@ -19,8 +25,7 @@ import hashlib
 import json
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,9 +45,16 @@ from agentkeel.interrupts import CancelRun, Decision, decision_from_json
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.multiagent import SwarmResult
 from agentkeel.result import AgentResult
-from agentkeel.runtime.channels import RetainedStreams, RunChannel
-from agentkeel.runtime.contexts import ContextCache, ContextEntry, TurnTicket
-from agentkeel.runtime.errors import IdempotencyKeyReusedError, ShuttingDownError
+from agentkeel.runtime.channels import Frame
+from agentkeel.runtime.contexts import ContextCache, ContextEntry
+from agentkeel.runtime.coordination import (
+    Coordination,
+    IdempotencyScope,
+    LeaseGrant,
+    RunStream,
+    in_process_coordination,
+)
+from agentkeel.runtime.errors import ShuttingDownError
 from agentkeel.runtime.metrics import ServerMetrics
 from agentkeel.runtime.wire import (
     SendRequest,
@@ -51,17 +63,15 @@ from agentkeel.runtime.wire import (
     failed_done_frame,
     send_result,
 )
-from agentkeel.storage.base import SessionKey
+from agentkeel.storage.base import RunRecord, SessionKey
 
-__all__ = ["IDEMPOTENCY_CAPACITY", "RunJob", "ServerRuntime"]
+__all__ = ["RunJob", "ServerRuntime"]
 
 logger = logging.getLogger(__name__)
 
-IDEMPOTENCY_CAPACITY = 10_000
-"""Most idempotency keys remembered at once (oldest forgotten first)."""
 _SWEEP_SECONDS = 30.0
 _CANCEL_GRACE_SECONDS = 5.0
-_IdempotencyScope = tuple[str | None, str, str | None, str]
+_RECHECK_SECONDS = 5.0
 
 
 @dataclass(eq=False, slots=True)
@@ -74,7 +84,7 @@ class RunJob:
     finished: anyio.Event = field(default_factory=anyio.Event)
     error: Exception | None = None
     """Why the turn never started (set before `started` is)."""
-    channel: RunChannel | None = None
+    channel: RunStream | None = None
     start_after: int = 0
     """The id after which this turn's frames start in the run's channel."""
     result: JSONObject | None = None
@@ -82,13 +92,26 @@ class RunJob:
     began_at: float = field(default_factory=time.monotonic)
     first_token: bool = False
     buffered: list[RunEvent] = field(default_factory=list)
+    grant: LeaseGrant | None = None
+    """The context's lease while the turn holds it (its fence guards the turn's writes)."""
 
 
 class ServerRuntime:
-    """The server's shared state: contexts, streams, metrics and the running turns."""
+    """The server's shared state: contexts, streams, metrics and the running turns.
 
-    def __init__(self, framework: Framework) -> None:
+    Args:
+        framework: The definitions, storage and settings served.
+        coordination: What this runtime shares with other replicas (default: kept in
+            this process, for a single server).
+    """
+
+    def __init__(
+        self, framework: Framework, coordination: Coordination[RunJob] | None = None
+    ) -> None:
         self.framework = framework
+        self.coordination: Coordination[RunJob] = coordination or in_process_coordination(
+            framework.storage, retention=framework.retention.events
+        )
         self.metrics = ServerMetrics()
         self.cache = ContextCache(
             {name: item.factory for name, item in framework.definitions.items()},
@@ -101,12 +124,11 @@ class ServerRuntime:
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
         )
-        self.streams = RetainedStreams(framework.storage, framework.retention.events)
+        self.streams = self.coordination.fanout
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
         self.metrics.queued_turns.read = lambda: float(self.cache.queued_turns)
         self.draining = False
         self._group: TaskGroup | None = None
-        self._idempotent: OrderedDict[_IdempotencyScope, tuple[RunJob, float]] = OrderedDict()
         self._running = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -151,7 +173,7 @@ class ServerRuntime:
         while True:
             await anyio.sleep(_SWEEP_SECONDS)
             self.streams.sweep()
-            self._forget_expired(time.monotonic())
+            self.coordination.idempotency.sweep()
 
     # -- submitting a turn --------------------------------------------------------------
 
@@ -171,77 +193,136 @@ class ServerRuntime:
             idempotency_key: The client's Idempotency-Key header, if any.
             body: The raw request body, fingerprinted to detect a reused key.
         """
-        scope, fingerprint = None, ""
-        if idempotency_key is not None:
-            encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-            fingerprint = hashlib.sha256(encoded).hexdigest()
-            sent = request.context_id if isinstance(request.context_id, str) else None
-            scope = (key.principal, key.definition, sent, idempotency_key)
-            previous = self._remembered(scope)
-            if previous is not None:
-                if previous.fingerprint != fingerprint:
-                    raise IdempotencyKeyReusedError(
-                        "this Idempotency-Key was used for a different request"
-                    )
-                await previous.started.wait()
-                if previous.error is not None:
-                    raise previous.error
-                return previous
-        if self._group is None:
-            raise ShuttingDownError("the server is not running (was its lifespan started?)")
-        if self.draining:
-            raise ShuttingDownError("the server is shutting down and takes no new turns")
-        if request.resume is not None and not await self.cache.exists(key):
-            # a decision needs a conversation: for an unknown context (or another
-            # principal's) answer like every other endpoint, and build nothing
-            raise ContextNotFoundError(f"no context {key.context_id!r} for this agent")
-        entry = await self.cache.acquire(key)
+        if idempotency_key is None:
+            return await self._submit(RunJob(key=key, fingerprint=""), request)
+        encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        fingerprint = hashlib.sha256(encoded).hexdigest()
+        sent = request.context_id if isinstance(request.context_id, str) else None
+        scope = IdempotencyScope(key.principal, key.definition, sent, idempotency_key)
+        claims = self.coordination.idempotency
+        job, claimed = await claims.claim(
+            scope, fingerprint, RunJob(key=key, fingerprint=fingerprint), context=key
+        )
+        if not claimed:
+            await job.started.wait()
+            if job.error is not None:
+                raise job.error
+            return job
         try:
-            ticket = self.cache.join(entry)
-        finally:
-            self.cache.release(entry)
-        job = RunJob(key=key, fingerprint=fingerprint)
-        if scope is not None:
-            self._remember(scope, job)
-        self._group.start_soon(self._execute, job, entry, ticket, request)
+            return await self._submit(job, request)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await claims.release(scope, job)  # it never ran: a retry may run it anew
+            raise
+
+    async def _submit(self, job: RunJob, request: SendRequest) -> RunJob:
+        """Start `job`; raise what stopped it (the requests sharing the job learn it too)."""
+        key = job.key
+        try:
+            if self._group is None:
+                raise ShuttingDownError("the server is not running (was its lifespan started?)")
+            if self.draining:
+                raise ShuttingDownError("the server is shutting down and takes no new turns")
+            if request.resume is not None and not await self.cache.exists(key):
+                # a decision needs a conversation: for an unknown context (or another
+                # principal's) answer like every other endpoint, and build nothing
+                raise ContextNotFoundError(f"no context {key.context_id!r} for this agent")
+            entry = await self.cache.acquire(key)
+            try:
+                if self.framework.server.concurrency == "reject":
+                    job.grant = await self.coordination.lease.acquire(
+                        key, wait=False, on_cancel=partial(self._cancel_requested, job, entry)
+                    )
+                self.cache.join(entry)
+            finally:
+                self.cache.release(entry)
+        except BaseException as exc:
+            job.error = exc if isinstance(exc, Exception) else ShuttingDownError("abandoned")
+            job.started.set()
+            job.finished.set()
+            raise
+        self._group.start_soon(self._execute, job, entry, request)
         await job.started.wait()
         if job.error is not None:
-            if scope is not None:
-                self._idempotent.pop(scope, None)
             raise job.error
         return job
 
-    def _remembered(self, scope: _IdempotencyScope) -> RunJob | None:
-        found = self._idempotent.get(scope)
-        if found is None or found[1] < time.monotonic():
-            return None
-        return found[0]
-
-    def _remember(self, scope: _IdempotencyScope, job: RunJob) -> None:
-        ttl = self.framework.retention.events or 86_400.0
-        self._idempotent[scope] = (job, time.monotonic() + ttl)
-        self._idempotent.move_to_end(scope)
-        while len(self._idempotent) > IDEMPOTENCY_CAPACITY:
-            self._idempotent.popitem(last=False)
-
-    def _forget_expired(self, now: float) -> None:
-        for scope in [s for s, (_, expires) in self._idempotent.items() if expires < now]:
-            del self._idempotent[scope]
-
-    def forget_context(self, key: SessionKey) -> None:
+    async def forget_context(self, key: SessionKey) -> None:
         """Drop what is retained for a deleted context (frames, idempotency keys)."""
         self.streams.drop(key)
-        for scope in [s for s, (job, _) in self._idempotent.items() if job.key == key]:
-            del self._idempotent[scope]
+        await self.coordination.idempotency.forget_context(key)
+
+    # -- the facade bindings use ------------------------------------------------------
+
+    def follow(self, stream: RunStream, after: int) -> AsyncGenerator[Sequence[Frame], None]:
+        """The run's frames after id `after`, in batches, up to a done frame.
+
+        An empty batch means nothing came for ``server.heartbeatSeconds``.
+        """
+        return stream.batches(after, self.framework.server.heartbeat_seconds)
+
+    async def live(self, key: SessionKey, run_id: str) -> RunStream | None:
+        """The run's stream while a segment of it runs, else None."""
+        stream = await self.streams.latest(key)
+        if stream is not None and stream.active and stream.run_id == run_id:
+            return stream
+        return None
+
+    async def resumed(
+        self, key: SessionKey, run_id: str, *, recheck: float = _RECHECK_SECONDS
+    ) -> tuple[RunStream, int] | None:
+        """Wait until a suspended run resumes: its stream and the id its new frames follow.
+
+        The fan-out wakes this when the run's next segment starts; every `recheck`
+        seconds without one, the run record says whether it still waits (a run that
+        ended without a new segment, say its context was deleted, gives None).
+        """
+        stream = await self.streams.latest(key)
+        base = stream.last_id if stream is not None and stream.run_id == run_id else 0
+        while True:
+            stream = await self.streams.latest(key)
+            if stream is not None and stream.run_id == run_id and stream.last_id > base:
+                return stream, base
+            if stream is not None and stream.run_id == run_id and stream.active:
+                return stream, base
+            if stream is not None and stream.run_id != run_id:
+                record = await self.run_record(key, run_id)
+                if record is None or record.status != "suspended":
+                    return None
+            if not await self.streams.next_segment(key, run_id, recheck):
+                record = await self.run_record(key, run_id)
+                if record is None or record.status != "suspended":
+                    return None
+
+    async def cancel(self, key: SessionKey, run_id: str) -> bool:
+        """Have the process holding the context cancel `run_id`; whether it was running.
+
+        The run ends ``cancelled``, with a saved history.
+        """
+        return await self.coordination.lease.cancel(key, run_id)
+
+    async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
+        """The stored record of a run (None while its first segment runs)."""
+        return await self.framework.storage.get_run(key, run_id)
+
+    def _cancel_requested(self, job: RunJob, entry: ContextEntry, run_id: str) -> bool:
+        """The cancel control message reached this process, which holds the context."""
+        channel = job.channel
+        if channel is None or channel.run_id != run_id or not channel.active:
+            return False
+        entry.agent.cancel()
+        return True
 
     # -- running a turn -----------------------------------------------------------------
 
-    async def _execute(
-        self, job: RunJob, entry: ContextEntry, ticket: TurnTicket, request: SendRequest
-    ) -> None:
+    async def _execute(self, job: RunJob, entry: ContextEntry, request: SendRequest) -> None:
         """The task of one turn; it never raises into the task group."""
+        lease = self.coordination.lease
         try:
-            await ticket.ready.wait()
+            if job.grant is None:  # first thing: the line keeps the order of arrival
+                job.grant = await lease.acquire(
+                    job.key, on_cancel=partial(self._cancel_requested, job, entry)
+                )
             if self.draining:
                 raise ShuttingDownError("the server is shutting down and takes no new turns")
             self._running += 1
@@ -262,7 +343,10 @@ class ServerRuntime:
                 job.error = exc
         finally:
             entry.on_run_started = None
-            self.cache.leave(entry, ticket)
+            if job.grant is not None:
+                with anyio.CancelScope(shield=True):
+                    await lease.release(job.grant)
+            self.cache.leave(entry)
             if not job.started.is_set():
                 job.error = job.error or ShuttingDownError("the turn was abandoned")
                 job.started.set()
@@ -356,7 +440,7 @@ class ServerRuntime:
         elif isinstance(event, ToolResultEvent):
             self.metrics.tool_calls.inc(job.key.definition, event.name, event.status)
 
-    async def _finish(self, job: RunJob, channel: RunChannel, data: JSONObject) -> None:
+    async def _finish(self, job: RunJob, channel: RunStream, data: JSONObject) -> None:
         done = channel.next_frame(data)
         await self.streams.persist(channel, done)
         channel.append(done)

@@ -137,7 +137,7 @@ async def delete_context(request: Request) -> Response:
     key = _key(request, _definition(request), request.path_params["context_id"])
     if not await runtime.cache.delete(key):
         raise ContextNotFoundError(f"no context {key.context_id!r} for agent {key.definition!r}")
-    runtime.forget_context(key)
+    await runtime.forget_context(key)
     return Response(status_code=204)
 
 
