@@ -62,7 +62,7 @@ class InProcessIdempotency(Generic[T]):
     async def release(self, scope: IdempotencyScope, run: T) -> None:
         """Withdraw the claim if `run` still holds it."""
         found = self._claims.get(scope)
-        if found is not None and found[0] is run:
+        if found is not None and found[0] == run:
             del self._claims[scope]
 
     async def forget_context(self, context: SessionKey) -> None:
