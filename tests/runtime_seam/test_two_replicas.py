@@ -123,3 +123,21 @@ async def test_alternating_turns_never_fork_the_history(
     stored = await replicas[0].framework.storage.load(KEY)
     assert stored is not None
     assert [m.text for m in stored.messages if m.role == "user"] == texts
+
+
+async def test_a_long_turn_keeps_renewing_its_lease() -> None:
+    """With a lease ttl far shorter than a turn, the turn renews it: no takeover."""
+    storage = InMemoryStorage()
+    framework = _framework(storage)
+    shared: Coordination[RunJob] = in_process_coordination(storage, retention=None, lease_ttl=0.06)
+    first, second = ServerRuntime(framework, shared), ServerRuntime(framework, shared)
+    async with first.running(), second.running():
+        with anyio.fail_after(20):
+            long = await _turn(first, "x" * 120)  # 30 chunks, 10 ms apart: 5 ttls
+            queued = await _turn(second, "next")  # returns once its turn started
+            assert long.finished.is_set(), "the queued turn took over a renewed lease"
+            await queued.finished.wait()
+    assert long.result is not None and long.result["status"] == "completed"
+    assert queued.result is not None and queued.result["status"] == "completed"
+    assert long.grant is not None and queued.grant is not None
+    assert queued.grant.fence == long.grant.fence + 1

@@ -242,10 +242,18 @@ class Coordination(Generic[T]):
     lease: RunLease
     fanout: StreamFanout
     idempotency: IdempotencyStore[T]
+    lease_ttl: float | None = None
+    """Seconds a turn's lease lasts unrenewed; the runtime renews it every third of that
+    while the turn runs. None (in one process, where a holder cannot vanish alone): no
+    expiry. A shared backend sets it, so a crashed replica's contexts free themselves."""
 
 
 def in_process_coordination(
-    storage: SessionStorage, *, retention: float | None, idempotency_ttl: float | None = None
+    storage: SessionStorage,
+    *,
+    retention: float | None,
+    idempotency_ttl: float | None = None,
+    lease_ttl: float | None = None,
 ) -> Coordination[T]:
     """Coordination kept in this process (one server, or replicas sharing one process).
 
@@ -253,6 +261,7 @@ def in_process_coordination(
         storage: Where finished runs' frames persist (when it can keep them).
         retention: Seconds a finished run's frames and idempotency keys stay.
         idempotency_ttl: Seconds a claim lasts (default `retention`, else one day).
+        lease_ttl: Seconds a turn's lease lasts unrenewed (default: no expiry).
     """
     from agentkeel.runtime.channels import RetainedStreams
     from agentkeel.runtime.idempotency import InProcessIdempotency
@@ -263,4 +272,5 @@ def in_process_coordination(
         lease=InProcessRunLease(),
         fanout=RetainedStreams(storage, retention),
         idempotency=InProcessIdempotency(ttl),
+        lease_ttl=lease_ttl,
     )

@@ -231,7 +231,10 @@ class ServerRuntime:
             try:
                 if self.framework.server.concurrency == "reject":
                     job.grant = await self.coordination.lease.acquire(
-                        key, wait=False, on_cancel=partial(self._cancel_requested, job, entry)
+                        key,
+                        wait=False,
+                        ttl=self.coordination.lease_ttl,
+                        on_cancel=partial(self._cancel_requested, job, entry),
                     )
                 self.cache.join(entry)
             finally:
@@ -305,6 +308,24 @@ class ServerRuntime:
         """The stored record of a run (None while its first segment runs)."""
         return await self.framework.storage.get_run(key, run_id)
 
+    async def _keep_renewed(
+        self, job: RunJob, entry: ContextEntry, scope: anyio.CancelScope
+    ) -> None:
+        """Renew the turn's lease while it runs; a turn that lost it is cancelled."""
+        with scope:
+            while job.grant is not None and job.grant.ttl is not None:
+                await anyio.sleep(job.grant.ttl / 3)
+                try:
+                    job.grant = await self.coordination.lease.renew(job.grant)
+                except Exception as exc:
+                    logger.warning(
+                        "session=<%s> | the turn lost its lease, cancelling it: %r",
+                        job.key.session_id,
+                        exc,
+                    )
+                    entry.agent.cancel()
+                    return
+
     def _cancel_requested(self, job: RunJob, entry: ContextEntry, run_id: str) -> bool:
         """The cancel control message reached this process, which holds the context."""
         channel = job.channel
@@ -321,8 +342,13 @@ class ServerRuntime:
         try:
             if job.grant is None:  # first thing: the line keeps the order of arrival
                 job.grant = await lease.acquire(
-                    job.key, on_cancel=partial(self._cancel_requested, job, entry)
+                    job.key,
+                    ttl=self.coordination.lease_ttl,
+                    on_cancel=partial(self._cancel_requested, job, entry),
                 )
+            renewal = anyio.CancelScope()
+            if job.grant.ttl is not None and self._group is not None:
+                self._group.start_soon(self._keep_renewed, job, entry, renewal)
             if self.draining:
                 raise ShuttingDownError("the server is shutting down and takes no new turns")
             self._running += 1
@@ -332,6 +358,7 @@ class ServerRuntime:
             try:
                 await self._run(job, entry, request)
             finally:
+                renewal.cancel()
                 self._running -= 1
                 self.metrics.active_runs.dec()
                 if not self._running:
