@@ -346,11 +346,11 @@ class ServerRuntime:
                     ttl=self.coordination.lease_ttl,
                     on_cancel=partial(self._cancel_requested, job, entry),
                 )
+            if self.draining:
+                raise ShuttingDownError("the server is shutting down and takes no new turns")
             renewal = anyio.CancelScope()
             if job.grant.ttl is not None and self._group is not None:
                 self._group.start_soon(self._keep_renewed, job, entry, renewal)
-            if self.draining:
-                raise ShuttingDownError("the server is shutting down and takes no new turns")
             self._running += 1
             if self._running == 1:
                 self._idle = anyio.Event()
