@@ -66,7 +66,7 @@ def serve(pace: str, storage_kind: str, folder: Path) -> None:
     import uvicorn
 
     from agentkeel import Agent, ScriptedModel, ScriptedTurn
-    from agentkeel.framework import AgentDefinition, Framework
+    from agentkeel.framework import AgentDefinition, Catalog, Framework
     from agentkeel.server import create_app
     from agentkeel.storage.file import LocalFileStorage
     from agentkeel.storage.memory import InMemoryStorage
@@ -77,7 +77,9 @@ def serve(pace: str, storage_kind: str, folder: Path) -> None:
         del context_id
         return Agent(ScriptedModel([turn], chunk_size=len(TOKEN_TEXT), repeat=True), name="bench")
 
-    definition = AgentDefinition(name="bench", description="bench", factory=factory)
+    definition = AgentDefinition(
+        name="bench", factory=factory, catalog=Catalog(description="bench")
+    )
     storage = LocalFileStorage(folder) if storage_kind == "file" else InMemoryStorage()
     app = create_app(Framework(definitions={"bench": definition}, storage=storage))
     config = uvicorn.Config(

@@ -84,7 +84,7 @@ def floor_app() -> object:
 def agentkeel_app(folder: Path, *, memory: bool) -> object:
     """agentkeel serving one ScriptedModel agent, with sessions saved to `folder`."""
     from agentkeel import Agent, ScriptedModel
-    from agentkeel.framework import AgentDefinition, Framework
+    from agentkeel.framework import AgentDefinition, Catalog, Framework
     from agentkeel.server import create_app
     from agentkeel.storage.file import LocalFileStorage
     from agentkeel.storage.memory import InMemoryStorage
@@ -94,7 +94,9 @@ def agentkeel_app(folder: Path, *, memory: bool) -> object:
         model = ScriptedModel([TOKEN_TEXT * TOKENS], chunk_size=len(TOKEN_TEXT), repeat=True)
         return Agent(model, name="bench")
 
-    definition = AgentDefinition(name="bench", description="bench", factory=factory)
+    definition = AgentDefinition(
+        name="bench", factory=factory, catalog=Catalog(description="bench")
+    )
     storage = InMemoryStorage() if memory else LocalFileStorage(folder)
     framework = Framework(definitions={"bench": definition}, storage=storage)
     return create_app(framework)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,14 @@ def test_importing_the_runtime_loads_no_http_and_no_binding() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_both_packages_ship_the_apache_license() -> None:
+    root = SRC.parents[1]
+    package = json.loads((root / "clients" / "js" / "package.json").read_text(encoding="utf-8"))
+    assert package["license"] == "Apache-2.0"
+    assert "LICENSE" in package["files"]
+    for path in (root / "LICENSE", root / "clients" / "js" / "LICENSE"):
+        text = path.read_text(encoding="utf-8")
+        assert "Apache License" in text and "Version 2.0, January 2004" in text, path
+        assert "END OF TERMS AND CONDITIONS" in text, path

@@ -18,7 +18,10 @@ The hierarchy::
     │   ├── InterruptNotFoundError      interrupt_not_found
     │   └── InterruptPendingError       interrupt_pending
     ├── RunInProgressError              context_busy
+    ├── RestoreRequiredError            restore_required
     ├── ContextNotFoundError            context_not_found
+    ├── ContextRefusedError             context_forbidden
+    ├── SharedAgentError                agent_shared
     └── StorageError                    storage_error
         └── CorruptSessionError         corrupt_session
 
@@ -37,6 +40,7 @@ __all__ = [
     "ConfigurationError",
     "ContextNotFoundError",
     "ContextOverflowError",
+    "ContextRefusedError",
     "CorruptSessionError",
     "InterruptError",
     "InterruptNotFoundError",
@@ -49,7 +53,9 @@ __all__ = [
     "ModelError",
     "ModelRateLimitError",
     "ModelUnavailableError",
+    "RestoreRequiredError",
     "RunInProgressError",
+    "SharedAgentError",
     "StateValueError",
     "StorageError",
 ]
@@ -170,10 +176,43 @@ class RunInProgressError(AgentkeelError):
     code = "context_busy"
 
 
+class RestoreRequiredError(AgentkeelError):
+    """Async code asked for what only the stored session knows before loading it.
+
+    ``await agent.restore()`` (or a first run) loads it; the message says so.
+    """
+
+    code = "restore_required"
+
+
 class ContextNotFoundError(AgentkeelError):
     """No such context for this principal."""
 
     code = "context_not_found"
+
+
+class ContextRefusedError(AgentkeelError):
+    """A factory refuses to build an agent for this context (``403 context_forbidden``).
+
+    Raise it from a definition's factory, e.g. when the context id names a user the
+    caller may not act for; the message reaches the client, so keep secrets out of it.
+    """
+
+    code = "context_forbidden"
+
+
+class SharedAgentError(AgentkeelError):
+    """A factory returned an Agent it had already built for another context.
+
+    One instance would share its memory (history, AgentState) between conversations,
+    so the server refuses it; `definition` names the definition whose factory did it.
+    """
+
+    code = "agent_shared"
+
+    def __init__(self, message: str, *, definition: str) -> None:
+        super().__init__(message)
+        self.definition = definition
 
 
 class StorageError(AgentkeelError):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import re
 import sys
@@ -43,35 +44,48 @@ from agentkeel.auth_settings import AuthSettings, load_auth
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.checkpoint.file import FileCheckpointer
 from agentkeel.checkpoint.memory import InMemoryCheckpointer
+from agentkeel.definitions import (
+    CATALOG_CONTEXT_ID,
+    AgentDefinition,
+    AgentFactory,
+    Catalog,
+    checked_factory,
+    describe_factory,
+)
 from agentkeel.errors import ConfigurationError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.loop import RunLimits
 from agentkeel.models.base import Model
 from agentkeel.models.registry import KNOWN_PROVIDERS, model_from_config
-from agentkeel.multiagent import Swarm, SwarmLimits
+from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
+from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
 
 __all__ = [
+    "CATALOG_CONTEXT_ID",
+    "TASK_INDEX_DEFINITION",
     "AgentDefinition",
     "AgentFactory",
+    "Catalog",
     "Framework",
     "Retention",
     "ServerSettings",
     "checked_factory",
+    "describe_factory",
     "load_framework",
     "parse_duration",
 ]
 
-AgentFactory = Callable[[str], Agent | Swarm]
-"""Builds a new Agent (or Swarm) for one context id; never one shared between contexts."""
+logger = logging.getLogger(__name__)
 
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_PROBE_CONTEXT = "agentkeel-probe"
+TASK_INDEX_DEFINITION = "a2a-task-index"
+"""Reserved: the definition part of the A2A task index's session keys."""
 _MODEL_FIELDS = {"provider", "model", "base_url", "api_key_env", "api_key"}
 """What is not a provider option in a ``model`` object."""
 
@@ -121,19 +135,6 @@ class Retention:
     events: float | None = 3600.0
     """How long a run's stream frames stay available for a reconnect."""
     idle_sessions: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentDefinition:
-    """One named agent of the framework: what `GET /agents` lists and how to build it."""
-
-    name: str
-    description: str
-    factory: AgentFactory
-    skills: tuple[str, ...] = ()
-    """The names of the agent's tools."""
-    kind: Literal["agent", "swarm"] = "agent"
-    """A swarm keeps its members' memory beside its own session (see docs/swarm.md)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -300,6 +301,7 @@ class _Loader:
         for name, config in parsed.agents.items():
             if isinstance(config, _SwarmAgent):
                 definitions[name] = self.swarm_definition(name, config, definitions)
+        self.check_names(parsed)
         return Framework(
             definitions=definitions,
             storage=self.storage(parsed),
@@ -309,6 +311,29 @@ class _Loader:
             retention=Retention(**parsed.retention.model_dump()),
             source=self.source,
         )
+
+    def check_names(self, parsed: _File) -> None:
+        """No agent takes a reserved name or the session definition of a swarm member.
+
+        A swarm's member keeps its memory under ``<swarm>--<member>``; an agent named so
+        would share that member's sessions. A ``factory`` may return a Swarm, so every
+        ``<definition>--…`` name is refused, not only those of declared swarms.
+        """
+        names = set(parsed.agents)
+        if TASK_INDEX_DEFINITION in names:
+            raise self.error(
+                f"agents.{TASK_INDEX_DEFINITION}",
+                "this name is reserved for the A2A task index; choose another",
+            )
+        for name in parsed.agents:
+            owner, sep, member = name.partition(MEMBER_SEPARATOR)
+            if sep and member and owner in names:
+                raise self.error(
+                    f"agents.{name}",
+                    f"this name is the session of member {member!r} of {owner!r} (a swarm's "
+                    f"members keep their memory under '<swarm>{MEMBER_SEPARATOR}<member>'); "
+                    "choose another",
+                )
 
     def _describe(self, exc: ValidationError) -> str:
         lines = []
@@ -360,15 +385,17 @@ class _Loader:
             )
         if isinstance(config, _FactoryAgent):
             return self.factory_definition(name, config)
-        build, skills = self.declared(f"agents.{name}", name, config)
-        return AgentDefinition(
-            name=name, description=config.description, factory=build, skills=skills
+        build, tools = self.declared(f"agents.{name}", name, config)
+        catalog = Catalog(
+            description=config.description,
+            tools={item.name: item.description for item in tools},
         )
+        return AgentDefinition(name=name, factory=build, catalog=catalog)
 
     def declared(
         self, prefix: str, name: str, config: _DeclaredAgent
-    ) -> tuple[Callable[[str], Agent], tuple[str, ...]]:
-        """An Agent factory (and its tool names) for one declared agent."""
+    ) -> tuple[Callable[[str], Agent], list[Tool]]:
+        """An Agent factory (and its tools) for one declared agent."""
         tools = [self.tool(f"{prefix}.tools[{i}]", ref) for i, ref in enumerate(config.tools)]
         names = {item.name for item in tools}
         for index, approved in enumerate(config.approve):
@@ -395,7 +422,7 @@ class _Loader:
                 limits=limits,
             )
 
-        return build, tuple(item.name for item in tools)
+        return build, tools
 
     def swarm_definition(
         self, name: str, config: _SwarmAgent, others: Mapping[str, AgentDefinition]
@@ -403,6 +430,7 @@ class _Loader:
         """A swarm of other definitions and inline members, built anew per context."""
         prefix, spec = f"agents.{name}.swarm", config.swarm
         members: list[tuple[str, Callable[[str], object]]] = []
+        described = True  # every member is declared: building one calls no user code
         for index, member in enumerate(spec.members):
             path = f"{prefix}.members[{index}]"
             if isinstance(member, _InlineMember):
@@ -411,6 +439,7 @@ class _Loader:
                 raise self.error(path, f"{member!r} is not an agent definition of this file")
             else:
                 members.append((member, other.factory))
+                described = described and other.catalog.known
         defaults = SwarmLimits()
         try:
             limits = SwarmLimits(
@@ -423,16 +452,13 @@ class _Loader:
             build = swarm_factory(
                 name, members, description=config.description, entry=spec.entry, limits=limits
             )
-            probe = build(_PROBE_CONTEXT)  # fail at start, not on the first request
+            _check_swarm_shape(name, [member for member, _ in members], spec.entry)
+            catalog = Catalog(description=config.description, known=False)
+            if described:  # fail at start, not on the first request
+                catalog.learn(build(CATALOG_CONTEXT_ID))
         except ConfigurationError as exc:
             raise self.error(prefix, exc.message) from None
-        return AgentDefinition(
-            name=name,
-            description=config.description,
-            factory=build,
-            skills=tuple(probe.tools),
-            kind="swarm",
-        )
+        return AgentDefinition(name=name, factory=build, catalog=catalog, kind="swarm")
 
     def factory_definition(self, name: str, config: _FactoryAgent) -> AgentDefinition:
         path = f"agents.{name}.factory"
@@ -441,17 +467,10 @@ class _Loader:
             raise self.error(path, f"{config.factory!r} is not callable")
         factory = checked_factory(target, name)
         try:
-            probe = factory(_PROBE_CONTEXT)  # fail at start, not on the first request
+            catalog = describe_factory(factory, config.description)
         except ConfigurationError as exc:
             raise self.error(path, exc.message) from None
-        except Exception as exc:
-            raise self.error(path, f"calling {config.factory!r} failed: {exc!r}") from None
-        return AgentDefinition(
-            name=name,
-            description=config.description or probe.description,
-            factory=factory,
-            skills=tuple(probe.tools),
-        )
+        return AgentDefinition(name=name, factory=factory, catalog=catalog)
 
     def tool(self, path: str, ref: str) -> Tool:
         target = self.import_ref(path, ref)
@@ -506,19 +525,15 @@ def _is_union_tag(loc: tuple[int | str, ...], index: int) -> bool:
     return index == 2 and loc[0] == "agents" and loc[index] in ("declared", "factory", "swarm")
 
 
-def checked_factory(target: Callable[..., object], name: str) -> AgentFactory:
-    """Wrap a user factory so that it must return an Agent or a Swarm (or fail clearly)."""
-
-    def build(context_id: str) -> Agent | Swarm:
-        built = target(context_id)
-        if not isinstance(built, Agent | Swarm):
-            raise ConfigurationError(
-                f"the factory of agent {name!r} returned {type(built).__name__}, "
-                "not an Agent or a Swarm"
-            )
-        return built
-
-    return build
+def _check_swarm_shape(name: str, members: list[str], entry: str | None) -> None:
+    """What a swarm's construction would refuse, checked without building one."""
+    session = SwarmSession(name, "shape-check", InMemoryStorage())
+    for index, member in enumerate(members):
+        if member in members[:index]:
+            raise ConfigurationError(f"two swarm members are named {member!r}")
+        session.member_definition(member)
+    if entry is not None and entry not in members:
+        raise ConfigurationError(f"the entry {entry!r} is not a member of the swarm")
 
 
 @contextmanager

@@ -15,9 +15,10 @@ from typing import Protocol, TypeAlias
 
 from agentkeel.agent import Agent
 from agentkeel.checkpoint.base import Checkpointer
-from agentkeel.errors import ConfigurationError
+from agentkeel.errors import ConfigurationError, CorruptSessionError
 from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent import Swarm, SwarmSession
+from agentkeel.multiagent.session import MEMBER_SEPARATOR
 from agentkeel.result import ErrorInfo
 from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
@@ -88,22 +89,50 @@ def attach_session(
 
 
 async def forget_context(
-    key: SessionKey, storage: SessionStorage, checkpointer: Checkpointer, *, swarm: bool
+    key: SessionKey,
+    storage: SessionStorage,
+    checkpointer: Checkpointer,
+    *,
+    served: Served | None = None,
+    declared_swarm: bool = False,
 ) -> None:
     """Delete everything stored for a context: sessions, runs, checkpoints.
 
     A swarm's members keep their memory in sessions of their own beside the swarm's,
-    which the swarm's record lists; an agent has the one session.
+    which the swarm's record lists; an agent has the one session. Whether the context
+    is a swarm's is decided by what was built for it (`served`, when it is cached) or by
+    the swarm record stored under its key, not by how the definition was declared: a
+    ``factory`` may return a Swarm too.
     """
-    if swarm:
-        await SwarmSession(
-            key.definition,
-            key.context_id,
-            storage,
-            checkpointer=checkpointer,
-            principal=key.principal,
-        ).delete()
+    swarm = _swarm_session(key, storage, checkpointer)
+    if swarm is not None and (
+        declared_swarm or isinstance(served, Swarm) or await _holds_swarm_record(swarm)
+    ):
+        members = tuple(served.members) if isinstance(served, Swarm) else ()
+        await swarm.delete(members)
         return
     await SessionManager(
         key.session_id, storage, checkpointer=checkpointer, principal=key.principal
     ).delete()
+
+
+def _swarm_session(
+    key: SessionKey, storage: SessionStorage, checkpointer: Checkpointer
+) -> SwarmSession | None:
+    """The swarm view of `key`'s context; None when no swarm can have its definition."""
+    if MEMBER_SEPARATOR in key.definition:
+        return None
+    return SwarmSession(
+        key.definition,
+        key.context_id,
+        storage,
+        checkpointer=checkpointer,
+        principal=key.principal,
+    )
+
+
+async def _holds_swarm_record(swarm: SwarmSession) -> bool:
+    try:
+        return await swarm.load() is not None
+    except CorruptSessionError:
+        return False  # an Agent whose AgentState happens to hold a "swarm" key

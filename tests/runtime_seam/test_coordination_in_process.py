@@ -6,7 +6,7 @@ import pytest
 
 from agentkeel.runtime.channels import RetainedStreams
 from agentkeel.runtime.coordination import IdempotencyStore, StreamFanout
-from agentkeel.runtime.idempotency import InProcessIdempotency
+from agentkeel.runtime.idempotency import IdempotencyClaims
 from agentkeel.runtime.lease import InProcessRunLease
 from agentkeel.storage import InMemoryStorage
 from agentkeel.testing.coordination import (
@@ -30,7 +30,7 @@ class TestRetainedStreams(StreamFanoutConformance):
         return RetainedStreams(InMemoryStorage(), retention=None)
 
 
-class TestInProcessIdempotency(IdempotencyConformance):
+class TestIdempotencyClaims(IdempotencyConformance):
     @pytest.fixture
     def store(self) -> IdempotencyStore[str]:
-        return InProcessIdempotency(ttl=60.0)
+        return IdempotencyClaims(ttl=60.0)

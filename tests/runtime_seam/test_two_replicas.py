@@ -37,7 +37,7 @@ def _framework(storage: InMemoryStorage) -> Framework:
         del context_id
         return Agent(ScriptedModel([_answer], repeat=True), name="chat")
 
-    definition = AgentDefinition(name="chat", description="echoes history", factory=build)
+    definition = AgentDefinition(name="chat", factory=build)
     return Framework(definitions={"chat": definition}, storage=storage)
 
 

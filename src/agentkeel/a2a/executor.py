@@ -29,14 +29,17 @@ from agentkeel.a2a.turn import A2ATurn, enter_turn, exit_turn
 from agentkeel.errors import (
     AgentkeelError,
     ConfigurationError,
+    ContextRefusedError,
     InterruptError,
     InvalidRequestError,
     RunInProgressError,
+    SharedAgentError,
     StorageError,
 )
 from agentkeel.ids import validate_context_id
-from agentkeel.messages import JSONObject
+from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.coordination import RunStream
+from agentkeel.runtime.errors import IdempotencyKeyReusedError
 from agentkeel.runtime.facade import RunFacade
 from agentkeel.runtime.runs import RunJob
 from agentkeel.runtime.wire import SendRequest
@@ -51,8 +54,11 @@ _CANCEL_WAIT_SECONDS = 30.0
 
 def a2a_error(exc: AgentkeelError) -> A2AError:
     """The A2A error for an agentkeel one; storage and configuration details stay in the log."""
-    if isinstance(exc, InvalidRequestError | InterruptError):
+    if isinstance(exc, InvalidRequestError | InterruptError | ContextRefusedError):
         return InvalidParamsError(message=exc.message)
+    if isinstance(exc, SharedAgentError):
+        logger.error("code=<%s> | an A2A request failed: %s", exc.code, exc.message)
+        return InternalError(message=exc.message)
     if isinstance(exc, RunInProgressError):
         return UnsupportedOperationError(message=exc.message)
     if isinstance(exc, StorageError | ConfigurationError):
@@ -96,18 +102,39 @@ class A2AExecutor:
         except InvalidRequestError as exc:
             raise InvalidParamsError(message=exc.message) from None
 
-    async def submit(self, key: SessionKey, request: SendRequest, turn: A2ATurn) -> RunJob:
-        """Queue the turn on its context; returns once its run started (with its channel)."""
+    async def submit(
+        self,
+        key: SessionKey,
+        request: SendRequest,
+        turn: A2ATurn,
+        *,
+        message_id: str | None = None,
+        body: JSONValue = None,
+        sent_context_id: str | None = None,
+    ) -> tuple[RunJob, bool]:
+        """Queue the turn on its context; returns once its run started (with its channel).
+
+        A message id plays the part of an Idempotency-Key: a message sent again with
+        the same id joins the first one's run (False: this request did not start it).
+        """
         token = enter_turn(turn)
         try:
-            job = await self.runtime.submit(key, request)
+            job, is_new = await self.runtime.submit_claimed(
+                key,
+                request,
+                idempotency_key=message_id,
+                body=body,
+                sent_context_id=sent_context_id,
+            )
+        except IdempotencyKeyReusedError as exc:
+            raise InvalidParamsError(message=exc.message) from None
         except AgentkeelError as exc:
             raise a2a_error(exc) from None
         finally:
             exit_turn(token)
         if job.channel is None:
             raise InternalError(message="a started run has no channel")
-        return job
+        return job, is_new
 
     async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """The stored record of a run (None while its first segment runs)."""

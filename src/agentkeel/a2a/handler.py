@@ -43,6 +43,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
+    InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
@@ -52,6 +53,7 @@ from a2a.utils.errors import (
 from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length
+from google.protobuf.json_format import MessageToDict
 
 from agentkeel.a2a.executor import A2AExecutor, translated
 from agentkeel.a2a.listing import list_tasks
@@ -114,6 +116,12 @@ class AgentRequestHandler(RequestHandler):
         self.executor = executor
         self.card = card
         self.tasks = A2ATaskStore(executor.runtime.framework.storage, executor.definition)
+        executor.runtime.on_delete(self._forget_tasks)
+
+    async def _forget_tasks(self, key: SessionKey) -> None:
+        """A deleted context's tasks go with it (SPEC guarantee 13)."""
+        if key.definition == self.executor.definition:
+            await self.tasks.delete_context(key.principal, key.context_id)
 
     # -- reading tasks ------------------------------------------------------------------
 
@@ -170,14 +178,30 @@ class AgentRequestHandler(RequestHandler):
         key = self.executor.key(principal, message.context_id or new_context_id())
         request = _request({"message": prompt_of(message), "contextId": key.context_id})
         turn = A2ATurn(message=message)
-        job = await self.executor.submit(key, request, turn)
-        task_id = job.channel.run_id if job.channel is not None else ""
-        stored = _with_ids(message, task_id, key.context_id)
-        record = TaskRecord(task_id=task_id, context_id=key.context_id, history=[stored])
-        turn.attach(record, partial(self.tasks.put, principal))
+        job, is_new = await self.executor.submit(
+            key,
+            request,
+            turn,
+            message_id=message.message_id or None,
+            body=MessageToDict(message),
+            sent_context_id=message.context_id or None,
+        )
+        if not is_new:  # the same message again: the first request's task
+            await job.bound.wait()
+            if not isinstance(job.binding, _Started):
+                raise InternalError(message="the first request with this message id failed")
+            return job.binding
+        try:
+            task_id = job.channel.run_id if job.channel is not None else ""
+            stored = _with_ids(message, task_id, key.context_id)
+            record = TaskRecord(task_id=task_id, context_id=key.context_id, history=[stored])
+            turn.attach(record, partial(self.tasks.put, principal))
+            job.binding = _Started(job=job, key=key, record=record, turn=turn, new=True)
+        finally:
+            job.bound.set()
         with translated():
             await turn.persist()
-        return _Started(job=job, key=key, record=record, turn=turn, new=True)
+        return job.binding
 
     async def _resume(self, principal: str | None, message: Message) -> _Started:
         record = await self._record(principal, message.task_id)
@@ -207,7 +231,7 @@ class AgentRequestHandler(RequestHandler):
         asked = interrupt_message(record.task_id, record.context_id, interrupt_json(pending))
         turn = A2ATurn(message=message)
         turn.attach(record, partial(self.tasks.put, principal))
-        job = await self.executor.submit(key, request, turn)
+        job, _ = await self.executor.submit(key, request, turn)
         record.history.append(message_json(asked))
         record.history.append(_with_ids(message, record.task_id, record.context_id))
         with translated():
@@ -328,7 +352,7 @@ class AgentRequestHandler(RequestHandler):
             raise TaskNotCancelableError(message=f"task {record.task_id} already ended")
         resume = {"interruptId": run.interrupts[0].id, "cancel": True}
         request = _request({"contextId": key.context_id, "resume": resume})
-        job = await self.executor.submit(key, request, A2ATurn(message=Message()))
+        job, _ = await self.executor.submit(key, request, A2ATurn(message=Message()))
         await job.finished.wait()
         return await self._task(principal, record)
 

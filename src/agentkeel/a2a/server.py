@@ -71,12 +71,7 @@ def _version() -> str:
 
 def _skills(definition: AgentDefinition) -> list[AgentSkill]:
     """One skill per tool (what the agent can do); a tool-less agent converses."""
-    descriptions: dict[str, str] = {}
-    try:
-        probe = definition.factory("agentkeel-probe")
-        descriptions = {name: item.description for name, item in probe.tools.items()}
-    except Exception as exc:  # a card without tool descriptions beats no card
-        logger.warning("definition=<%s> | could not list its tools: %r", definition.name, exc)
+    descriptions = definition.describe().tools  # a factory's: see CATALOG_CONTEXT_ID
     skills = [
         AgentSkill(
             id=name,
@@ -112,7 +107,7 @@ def agent_card(
         url: The JSON-RPC endpoint (the base URL, as the client reaches it).
         auth: The server's authentication, declared as the card's security schemes
             (``Authorization: Bearer`` with an API key or a JWT; ``X-API-Key``).
-        skills: Build the skills from the agent's tools (probes its factory once).
+        skills: Build the skills from the agent's tools (`AgentDefinition.describe`).
     """
     card = AgentCard(
         name=definition.name,
@@ -168,12 +163,10 @@ class _CallContextBuilder(DefaultServerCallContextBuilder):
 def _card_endpoint(
     definition: AgentDefinition, auth: AuthSettings | None
 ) -> Callable[[Request], Awaitable[Response]]:
-    """The endpoint of one definition's card; its skills are built on the first request."""
-    skills: list[AgentSkill] = []
+    """The endpoint of one definition's card; a factory's skills are learned lazily."""
 
     async def card(request: Request) -> Response:
-        if not skills:
-            skills.extend(_skills(definition))
+        skills = _skills(definition)  # describes the definition first (CATALOG_CONTEXT_ID)
         base = str(request.base_url).rstrip("/") + f"/agents/{definition.name}/a2a"
         served = agent_card(definition, base, auth=auth, skills=False)
         served.skills.extend(skills)

@@ -11,6 +11,12 @@ needs no new storage method and survives restarts with whatever backend is confi
 Principals never share an index (the key carries the principal), which is what makes
 a task id useless to anyone but its owner. Records are cached in memory (most recently
 used first out); writes go straight to storage.
+
+Deleting a context (`delete_context`) replaces each of its task records, atomically,
+with a tombstone that holds nothing but the task id: the messages, artifacts and the
+context id are gone from storage, and the tombstone reads as no task at all (GetTask
+answers task-not-found, ListTasks omits it). The storage interface has no way to
+remove one run record, so the tombstone's file stays until the index is deleted.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 from collections import OrderedDict
 
 from agentkeel.a2a.turn import TaskRecord
+from agentkeel.framework import TASK_INDEX_DEFINITION
 from agentkeel.ids import CONTEXT_ID_PATTERN
 from agentkeel.result import Usage
 from agentkeel.storage.base import RunRecord, SessionKey, SessionStorage
@@ -27,9 +34,10 @@ __all__ = ["INDEX_DEFINITION", "A2ATaskStore"]
 
 logger = logging.getLogger(__name__)
 
-INDEX_DEFINITION = "a2a-task-index"
+INDEX_DEFINITION = TASK_INDEX_DEFINITION
 """The definition part of the index sessions' keys (no agent may take this name)."""
 _CACHE_SIZE = 10_000
+_TOMBSTONE = "deleted"
 
 
 class A2ATaskStore:
@@ -68,6 +76,29 @@ class A2ATaskStore:
         )
         await self.storage.put_run(self._index(principal), stored)
 
+    async def delete_context(self, principal: str | None, context_id: str) -> int:
+        """Forget every task of one context of `principal`; how many there were."""
+        stored = await self.storage.list_runs(self._index(principal))
+        deleted = 0
+        for item in stored:
+            record = self._decode(item)
+            if record is None or record.context_id != context_id:
+                continue
+            self._cache.pop((principal, record.task_id), None)
+            tombstone = RunRecord(
+                run_id=record.task_id,
+                status="cancelled",
+                input={_TOMBSTONE: True},
+                started_at=item.started_at,
+                usage=Usage(),
+            )
+            await self.storage.put_run(self._index(principal), tombstone)
+            deleted += 1
+        for cached_key, cached in list(self._cache.items()):  # written, not yet listed
+            if cached_key[0] == principal and cached.context_id == context_id:
+                del self._cache[cached_key]
+        return deleted
+
     async def get(self, principal: str | None, task_id: str) -> TaskRecord | None:
         """The record of `task_id` if `principal` owns such a task."""
         cached = self._cache.get((principal, task_id))
@@ -94,7 +125,7 @@ class A2ATaskStore:
 
     @staticmethod
     def _decode(stored: RunRecord | None) -> TaskRecord | None:
-        if stored is None or not isinstance(stored.input, dict):
+        if stored is None or not isinstance(stored.input, dict) or _TOMBSTONE in stored.input:
             return None
         try:
             return TaskRecord.from_json(stored.run_id, stored.input)

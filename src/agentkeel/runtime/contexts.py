@@ -13,12 +13,17 @@ Turns on one context run one at a time, in arrival order: the coordination's
 counts the turns of this process running or waiting on an entry, which keeps the entry
 from being evicted or deleted under them.
 
+A factory must build a new Agent (or Swarm) for every context: the cache remembers every
+instance it handed out (weakly) and refuses one that comes back for another context with
+SharedAgentError, naming the definition, instead of letting two contexts share memory.
+
 No HTTP here: the cache is shared by every binding (native wire, A2A).
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +32,7 @@ from typing import Literal
 import anyio
 
 from agentkeel.checkpoint.base import Checkpointer
-from agentkeel.errors import RunInProgressError
+from agentkeel.errors import RunInProgressError, SharedAgentError
 from agentkeel.hooks.events import BeforeRunEvent
 from agentkeel.serving import Served, ServedFactory, attach_session, forget_context
 from agentkeel.session import SessionManager
@@ -75,7 +80,9 @@ class ContextCache:
         policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses);
             the lease applies it, the cache only remembers it.
         on_evict: Called once per eviction (metrics).
-        swarms: The definitions whose factories build a Swarm.
+        swarms: The definitions declared as swarms (a factory's Swarm is recognised
+            by what it returned, or by the swarm record it stored).
+        on_built: Told each freshly built Agent or Swarm (a definition learns its tools).
     """
 
     def __init__(
@@ -88,6 +95,7 @@ class ContextCache:
         policy: ConcurrencyPolicy = "queue",
         on_evict: Callable[[], None] | None = None,
         swarms: frozenset[str] = frozenset(),
+        on_built: Callable[[SessionKey, Served], None] | None = None,
     ) -> None:
         self.factories = dict(factories)
         self.swarms = swarms
@@ -101,6 +109,9 @@ class ContextCache:
         self._entries: OrderedDict[SessionKey, ContextEntry] = OrderedDict()
         self._busy: dict[SessionKey, anyio.Event] = {}
         """Keys being built or deleted; lookups wait for them."""
+        self.on_built = on_built
+        self._handed_out: weakref.WeakSet[Served] = weakref.WeakSet()
+        """Every Agent and Swarm a factory built so far (a second hand-out is refused)."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -169,8 +180,21 @@ class ContextCache:
             return True
         return await self.checkpointer.latest(key) is not None
 
-    async def delete(self, key: SessionKey) -> bool:
+    async def delete(
+        self,
+        key: SessionKey,
+        *,
+        before: Callable[[SessionKey], Awaitable[None]] | None = None,
+    ) -> bool:
         """Forget the context: its Agent, session, runs and checkpoints; False if unknown.
+
+        A swarm's members go with it, whether the definition was declared as a swarm or
+        its factory returned one (known from the cached Swarm or the stored record).
+
+        Args:
+            key: The context.
+            before: Deletes what a binding keeps for the context (A2A task records);
+                awaited first, so a crash midway leaves a context that DELETE can retry.
 
         Raises:
             RunInProgressError: A turn is running or queued on the context.
@@ -185,13 +209,16 @@ class ContextCache:
         done = self._busy[key] = anyio.Event()
         try:
             existed = await self.exists(key)
-            self._entries.pop(key, None)
+            cached = self._entries.pop(key, None)
             if existed:
+                if before is not None:
+                    await before(key)
                 await forget_context(
                     key,
                     self.storage,
                     self.checkpointer,
-                    swarm=key.definition in self.swarms,
+                    served=None if cached is None else cached.agent,
+                    declared_swarm=key.definition in self.swarms,
                 )
             return existed
         finally:
@@ -201,6 +228,16 @@ class ContextCache:
     async def _build(self, key: SessionKey) -> ContextEntry:
         factory = self.factories[key.definition]
         agent = factory(key.context_id)
+        if agent in self._handed_out:
+            raise SharedAgentError(
+                f"the factory of agent {key.definition!r} returned an {type(agent).__name__} "
+                "it already built for another context; it must build a new one per context "
+                "(one instance would share its memory between conversations)",
+                definition=key.definition,
+            )
+        self._handed_out.add(agent)
+        if self.on_built is not None:
+            self.on_built(key, agent)
         attach_session(agent, key, self.storage, self.checkpointer)
         await agent.restore()
         entry = ContextEntry(key=key, agent=agent)

@@ -210,11 +210,17 @@ class IdempotencyStore(Protocol, Generic[T]):
     """Idempotency-Keys claimed for runs: one claim per key, whoever asks first."""
 
     async def claim(
-        self, scope: IdempotencyScope, fingerprint: str, run: T, *, context: SessionKey
+        self,
+        scope: IdempotencyScope,
+        fingerprint: str,
+        new_run: Callable[[], T],
+        *,
+        context: SessionKey,
     ) -> tuple[T, bool]:
-        """Claim `scope` for `run`, atomically; the earlier claim's run if there is one.
+        """Claim `scope` atomically: the earlier claim's run, or one made by `new_run`.
 
-        Returns ``(run, True)`` for the first claim, else ``(earlier run, False)``.
+        Returns ``(new run, True)`` for the first claim, else ``(earlier run, False)``;
+        `context` is the context the run belongs to (`forget_context`).
 
         Raises:
             IdempotencyKeyReusedError: The key was claimed for a different request
@@ -264,13 +270,13 @@ def in_process_coordination(
         lease_ttl: Seconds a turn's lease lasts unrenewed (default: no expiry).
     """
     from agentkeel.runtime.channels import RetainedStreams
-    from agentkeel.runtime.idempotency import InProcessIdempotency
+    from agentkeel.runtime.idempotency import IdempotencyClaims
     from agentkeel.runtime.lease import InProcessRunLease
 
     ttl = idempotency_ttl or retention or 86_400.0
     return Coordination(
         lease=InProcessRunLease(),
         fanout=RetainedStreams(storage, retention),
-        idempotency=InProcessIdempotency(ttl),
+        idempotency=IdempotencyClaims(ttl),
         lease_ttl=lease_ttl,
     )

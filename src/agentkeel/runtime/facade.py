@@ -9,7 +9,7 @@ change, without the binding noticing.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from agentkeel.framework import Framework
@@ -40,8 +40,28 @@ class RunFacade(Protocol):
         *,
         idempotency_key: str | None = None,
         body: JSONValue = None,
+        sent_context_id: str | None = None,
     ) -> RunJob:
         """Queue a turn; return once its run started (raise what stopped it)."""
+        ...
+
+    async def submit_claimed(
+        self,
+        key: SessionKey,
+        request: SendRequest,
+        *,
+        idempotency_key: str | None = None,
+        body: JSONValue = None,
+        sent_context_id: str | None = None,
+    ) -> tuple[RunJob, bool]:
+        """`submit`, and whether this request started the run.
+
+        False: it joined the run that an earlier request with the same key started.
+        """
+        ...
+
+    def on_delete(self, forget: Callable[[SessionKey], Awaitable[None]]) -> None:
+        """Have `forget` delete what the binding keeps for a context when it is deleted."""
         ...
 
     def follow(self, stream: RunStream, after: int) -> AsyncGenerator[Sequence[Frame], None]:

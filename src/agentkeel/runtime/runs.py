@@ -12,8 +12,9 @@ What must be shared between replicas goes through the `Coordination` (in this
 process by default, see `agentkeel.runtime.coordination`): the context's lease (turns
 one at a time, in arrival order; the cancel control message reaches its holder), the
 run frames' fan-out, and the Idempotency-Key claims. A request with an
-``Idempotency-Key`` claims it, for ``retention.events``, under (principal, definition,
-contextId as sent, key); a retry gets the original job back.
+``Idempotency-Key`` claims it atomically (kept for ``retention.events``); a retry, also
+one that arrives at the same instant, gets the original job back and waits for it or
+follows its stream.
 
 Bindings use the narrow surface of `RunFacade`: submit a turn, follow a run's frames
 from an id, cancel a run, read its record.
@@ -55,6 +56,7 @@ from agentkeel.runtime.coordination import (
     in_process_coordination,
 )
 from agentkeel.runtime.errors import ShuttingDownError
+from agentkeel.runtime.idempotency import IDEMPOTENCY_CAPACITY
 from agentkeel.runtime.metrics import ServerMetrics
 from agentkeel.runtime.wire import (
     SendRequest,
@@ -65,7 +67,7 @@ from agentkeel.runtime.wire import (
 )
 from agentkeel.storage.base import RunRecord, SessionKey
 
-__all__ = ["RunJob", "ServerRuntime"]
+__all__ = ["IDEMPOTENCY_CAPACITY", "RunJob", "ServerRuntime"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +91,11 @@ class RunJob:
     """The id after which this turn's frames start in the run's channel."""
     result: JSONObject | None = None
     """The SendResult, once `finished`."""
+    binding: object = None
+    """What the binding whose request started the turn keeps with it (the A2A task
+    record), for the requests that joined it with the same idempotency key."""
+    bound: anyio.Event = field(default_factory=anyio.Event)
+    """Set once `binding` is (or will never be) set."""
     began_at: float = field(default_factory=time.monotonic)
     first_token: bool = False
     buffered: list[RunEvent] = field(default_factory=list)
@@ -123,12 +130,16 @@ class ServerRuntime:
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
+            on_built=lambda key, served: framework.definitions[key.definition].catalog.learn(
+                served
+            ),
         )
         self.streams = self.coordination.fanout
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
         self.metrics.queued_turns.read = lambda: float(self.cache.queued_turns)
         self.draining = False
         self._group: TaskGroup | None = None
+        self._forgetters: list[Callable[[SessionKey], Awaitable[None]]] = []
         self._running = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -184,39 +195,62 @@ class ServerRuntime:
         *,
         idempotency_key: str | None = None,
         body: JSONValue = None,
+        sent_context_id: str | None = None,
     ) -> RunJob:
+        """Queue a turn and return once it started (see `submit_claimed`)."""
+        job, _ = await self.submit_claimed(
+            key,
+            request,
+            idempotency_key=idempotency_key,
+            body=body,
+            sent_context_id=sent_context_id,
+        )
+        return job
+
+    async def submit_claimed(
+        self,
+        key: SessionKey,
+        request: SendRequest,
+        *,
+        idempotency_key: str | None = None,
+        body: JSONValue = None,
+        sent_context_id: str | None = None,
+    ) -> tuple[RunJob, bool]:
         """Queue a turn and return once it started; raise what stopped it from starting.
+
+        Returns the job and whether this request started it (False: it joined the run
+        of an earlier request with the same idempotency key).
 
         Args:
             key: The context (definition, contextId, principal).
             request: The parsed request.
             idempotency_key: The client's Idempotency-Key header, if any.
             body: The raw request body, fingerprinted to detect a reused key.
+            sent_context_id: The contextId as the client sent it (None: a new one).
         """
         if idempotency_key is None:
-            return await self._submit(RunJob(key=key, fingerprint=""), request)
+            return await self._submit(RunJob(key=key, fingerprint=""), request), True
         encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         fingerprint = hashlib.sha256(encoded).hexdigest()
-        sent = request.context_id if isinstance(request.context_id, str) else None
-        scope = IdempotencyScope(key.principal, key.definition, sent, idempotency_key)
+        scope = IdempotencyScope(key.principal, key.definition, sent_context_id, idempotency_key)
         claims = self.coordination.idempotency
-        job, claimed = await claims.claim(
-            scope, fingerprint, RunJob(key=key, fingerprint=fingerprint), context=key
+        job, is_new = await claims.claim(
+            scope, fingerprint, lambda: RunJob(key=key, fingerprint=fingerprint), context=key
         )
-        if not claimed:
+        if not is_new:
             await job.started.wait()
             if job.error is not None:
                 raise job.error
-            return job
+            return job, False
         try:
-            return await self._submit(job, request)
+            return await self._submit(job, request), True
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await claims.release(scope, job)  # it never ran: a retry may run it anew
             raise
 
     async def _submit(self, job: RunJob, request: SendRequest) -> RunJob:
-        """Start `job`; raise what stopped it (the requests sharing the job learn it too)."""
+        """Start `job`; what stops it before its run starts is raised (and told to waiters)."""
         key = job.key
         try:
             if self._group is None:
@@ -243,6 +277,7 @@ class ServerRuntime:
             job.error = exc if isinstance(exc, Exception) else ShuttingDownError("abandoned")
             job.started.set()
             job.finished.set()
+            job.bound.set()
             raise
         self._group.start_soon(self._execute, job, entry, request)
         await job.started.wait()
@@ -250,10 +285,30 @@ class ServerRuntime:
             raise job.error
         return job
 
-    async def forget_context(self, key: SessionKey) -> None:
-        """Drop what is retained for a deleted context (frames, idempotency keys)."""
+    def on_delete(self, forget: Callable[[SessionKey], Awaitable[None]]) -> None:
+        """Have `forget` delete what a binding keeps for a context when it is deleted."""
+        self._forgetters.append(forget)
+
+    async def delete_context(self, key: SessionKey) -> bool:
+        """Forget a context everywhere (SPEC guarantee 13); False if it is unknown.
+
+        The bindings' records (A2A tasks) go first, then the sessions, runs and
+        checkpoints (a swarm's members too), then the retained frames and the
+        idempotency keys, so nothing of it comes back when the id is used again.
+
+        Raises:
+            RunInProgressError: A turn is running or queued on the context.
+        """
+
+        async def forget_bindings(target: SessionKey) -> None:
+            for forget in self._forgetters:
+                await forget(target)
+
+        if not await self.cache.delete(key, before=forget_bindings):
+            return False
         self.streams.drop(key)
         await self.coordination.idempotency.forget_context(key)
+        return True
 
     # -- the facade bindings use ------------------------------------------------------
 

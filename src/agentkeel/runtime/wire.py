@@ -27,6 +27,7 @@ from agentkeel.events import (
 )
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import JSONObject, Message, TextPart
+from agentkeel.multiagent import SwarmResult
 from agentkeel.serving import ServedResult
 
 __all__ = [
@@ -172,6 +173,8 @@ def send_result(context_id: str, result: ServedResult) -> JSONObject:
         data["interrupt"] = interrupt_json(result.interrupt)
     if result.error is not None:
         data["error"] = {"code": result.error.code, "message": result.error.message}
+    if isinstance(result, SwarmResult) and result.agent is not None:
+        data["agent"] = result.agent  # the member that answered (or stopped) last
     return data
 
 

@@ -39,6 +39,7 @@ from agentkeel.framework import (
     Retention,
     ServerSettings,
     checked_factory,
+    describe_factory,
     load_framework,
 )
 from agentkeel.ids import DEFINITION_NAME_PATTERN
@@ -192,8 +193,10 @@ class A2AServer:
     """Serve one agent built in code, with the same server as ``agentkeel serve``.
 
     The factory is called once per context (``agent_factory(context_id)``) and must
-    return a new Agent each time. The native wire is served now; the A2A binding mounts
-    on the same app, so the two share contexts, sessions and runs.
+    return a new Agent each time. At start it is called once with `CATALOG_CONTEXT_ID`
+    (never a real context) to check it and list its tools. The native wire is served
+    now; the A2A binding mounts on the same app, so the two share contexts, sessions
+    and runs.
 
     Args:
         agent_factory: Builds the Agent of one context.
@@ -221,12 +224,8 @@ class A2AServer:
         if not DEFINITION_NAME_PATTERN.fullmatch(name):
             raise ConfigurationError(f"agent name {name!r} must match ^[a-z0-9][a-z0-9_-]{{0,63}}$")
         factory = checked_factory(agent_factory, name)
-        probe = factory("agentkeel-probe")
         definition = AgentDefinition(
-            name=name,
-            description=description or probe.description,
-            factory=factory,
-            skills=tuple(probe.tools),
+            name=name, factory=factory, catalog=describe_factory(factory, description)
         )
         self.framework = Framework(
             definitions={name: definition},

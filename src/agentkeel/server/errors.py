@@ -20,11 +20,13 @@ from agentkeel.errors import (
     AgentkeelError,
     ConfigurationError,
     ContextNotFoundError,
+    ContextRefusedError,
     InterruptError,
     InterruptNotFoundError,
     InterruptPendingError,
     InvalidRequestError,
     RunInProgressError,
+    SharedAgentError,
     StorageError,
 )
 from agentkeel.runtime.errors import IdempotencyKeyReusedError, ShuttingDownError
@@ -91,6 +93,8 @@ class InvalidJSONError(HTTPError):
 _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (InvalidRequestError, 400),
     (ContextNotFoundError, 404),
+    (ContextRefusedError, 403),
+    (SharedAgentError, 500),
     (InterruptNotFoundError, 404),
     (InterruptPendingError, 409),
     (InterruptError, 409),

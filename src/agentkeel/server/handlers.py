@@ -103,7 +103,11 @@ async def _start(request: Request, runtime: ServerRuntime) -> RunJob:
     context_id = new_context_id() if parsed.context_id is None else parsed.context_id
     key = _key(request, definition, context_id)
     return await runtime.submit(
-        key, parsed, idempotency_key=request.headers.get("idempotency-key"), body=body
+        key,
+        parsed,
+        idempotency_key=request.headers.get("idempotency-key"),
+        body=body,
+        sent_context_id=None if parsed.context_id is None else key.context_id,
     )
 
 
@@ -135,9 +139,8 @@ async def delete_context(request: Request) -> Response:
     """``DELETE /agents/{name}/contexts/{contextId}``: forget everything about a context."""
     runtime = _runtime(request)
     key = _key(request, _definition(request), request.path_params["context_id"])
-    if not await runtime.cache.delete(key):
+    if not await runtime.delete_context(key):
         raise ContextNotFoundError(f"no context {key.context_id!r} for agent {key.definition!r}")
-    await runtime.forget_context(key)
     return Response(status_code=204)
 
 
@@ -146,12 +149,13 @@ async def list_agents(request: Request) -> JSONResponse:
     base = str(request.base_url).rstrip("/")
     agents = [
         {
-            "name": item.name,
-            "description": item.description,
-            "skills": list(item.skills),
-            "a2a": f"{base}/agents/{item.name}/a2a/.well-known/agent-card.json",
+            "name": name,
+            "description": catalog.description,
+            "skills": list(catalog.tools),
+            "a2a": f"{base}/agents/{name}/a2a/.well-known/agent-card.json",
         }
-        for item in _runtime(request).framework.definitions.values()
+        for name, item in _runtime(request).framework.definitions.items()
+        for catalog in (item.describe(),)  # a factory's tools are learned lazily
     ]
     return JSONResponse({"agents": agents})
 

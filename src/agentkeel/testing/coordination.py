@@ -15,6 +15,8 @@ The tests need the anyio pytest plugin (``pytest.mark.anyio``, which ships with 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 import pytest
 
@@ -281,6 +283,10 @@ class StreamFanoutConformance:
         assert woke == [True]
 
 
+def _run(run_id: str) -> Callable[[], str]:
+    return lambda: run_id
+
+
 def _scope(key: str = "key-1") -> IdempotencyScope:
     return IdempotencyScope(principal=None, definition="chat", context_id=None, key=key)
 
@@ -299,7 +305,7 @@ class IdempotencyConformance:
         results: list[tuple[str, bool]] = []
 
         async def claim(index: int) -> None:
-            results.append(await store.claim(_scope(), "same", f"run-{index}", context=KEY))
+            results.append(await store.claim(_scope(), "same", _run(f"run-{index}"), context=KEY))
 
         async with anyio.create_task_group() as group:
             for index in range(20):
@@ -312,30 +318,30 @@ class IdempotencyConformance:
         self, store: IdempotencyStore[str]
     ) -> None:
         """The same key with another request body is an error, not the earlier run."""
-        assert await store.claim(_scope(), "body-a", "run-1", context=KEY) == ("run-1", True)
+        assert await store.claim(_scope(), "body-a", _run("run-1"), context=KEY) == ("run-1", True)
         with pytest.raises(IdempotencyKeyReusedError):
-            await store.claim(_scope(), "body-b", "run-2", context=KEY)
-        assert await store.claim(_scope(), "body-a", "run-3", context=KEY) == ("run-1", False)
+            await store.claim(_scope(), "body-b", _run("run-2"), context=KEY)
+        assert await store.claim(_scope(), "body-a", _run("run-3"), context=KEY) == ("run-1", False)
 
     async def test_keys_are_independent(self, store: IdempotencyStore[str]) -> None:
         """Another key (or another caller's same key) claims for itself."""
-        assert (await store.claim(_scope("a"), "x", "run-1", context=KEY))[1]
-        assert (await store.claim(_scope("b"), "x", "run-2", context=KEY))[1]
+        assert (await store.claim(_scope("a"), "x", _run("run-1"), context=KEY))[1]
+        assert (await store.claim(_scope("b"), "x", _run("run-2"), context=KEY))[1]
         theirs = IdempotencyScope(principal="bob", definition="chat", context_id=None, key="a")
-        assert await store.claim(theirs, "x", "run-3", context=KEY) == ("run-3", True)
+        assert await store.claim(theirs, "x", _run("run-3"), context=KEY) == ("run-3", True)
 
     async def test_a_released_claim_can_be_made_anew(self, store: IdempotencyStore[str]) -> None:
         """A run that never started gives its key back; only its own release counts."""
-        assert (await store.claim(_scope(), "x", "run-1", context=KEY))[1]
+        assert (await store.claim(_scope(), "x", _run("run-1"), context=KEY))[1]
         await store.release(_scope(), "run-other")
-        assert await store.claim(_scope(), "x", "run-2", context=KEY) == ("run-1", False)
+        assert await store.claim(_scope(), "x", _run("run-2"), context=KEY) == ("run-1", False)
         await store.release(_scope(), "run-1")
-        assert await store.claim(_scope(), "x", "run-2", context=KEY) == ("run-2", True)
+        assert await store.claim(_scope(), "x", _run("run-2"), context=KEY) == ("run-2", True)
 
     async def test_a_deleted_context_forgets_its_claims(self, store: IdempotencyStore[str]) -> None:
         """Claims of a deleted context go; another context's stay."""
-        assert (await store.claim(_scope("a"), "x", "run-1", context=KEY))[1]
-        assert (await store.claim(_scope("b"), "x", "run-2", context=OTHER))[1]
+        assert (await store.claim(_scope("a"), "x", _run("run-1"), context=KEY))[1]
+        assert (await store.claim(_scope("b"), "x", _run("run-2"), context=OTHER))[1]
         await store.forget_context(KEY)
-        assert await store.claim(_scope("a"), "x", "run-3", context=KEY) == ("run-3", True)
-        assert await store.claim(_scope("b"), "x", "run-4", context=OTHER) == ("run-2", False)
+        assert await store.claim(_scope("a"), "x", _run("run-3"), context=KEY) == ("run-3", True)
+        assert await store.claim(_scope("b"), "x", _run("run-4"), context=OTHER) == ("run-2", False)

@@ -1,0 +1,83 @@
+"""A deleted context's tasks are gone; a message sent again with its id runs once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from a2a.types import GetTaskRequest, ListTasksRequest, Task
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+
+from a2a_binding import a2a_client, base_url, response_text, send, user_message
+from agentkeel.storage.file import LocalFileStorage
+from e2e import tool_runs
+from e2e.conftest import StartServer
+
+pytestmark = pytest.mark.anyio
+VERSION = {"A2A-Version": "1.0"}
+SECRET = "my bank pin is 4711"
+
+
+def stored_text(folder: Path) -> str:
+    """Every stored file's name and content, joined (what a disk search would find)."""
+    parts = []
+    for path in sorted(folder.rglob("*")):
+        parts.append(path.name)
+        if path.is_file():
+            parts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(parts)
+
+
+async def test_delete_removes_the_contexts_tasks_from_every_answer_and_the_disk(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    folder = tmp_path / "sessions"
+    with start_server(storage=LocalFileStorage(folder)) as url:
+        async with a2a_client(url) as (client, _):
+            doomed = await send(client, user_message(SECRET))
+            kept = await send(client, user_message("keep me"))
+            assert SECRET in stored_text(folder) and doomed.context_id in stored_text(folder)
+            async with httpx.AsyncClient(base_url=url) as http:
+                deleted = await http.delete(f"/agents/scripted/contexts/{doomed.context_id}")
+                assert deleted.status_code == 204
+                on_disk = stored_text(folder)
+                assert SECRET not in on_disk and doomed.context_id not in on_disk
+                assert "keep me" in on_disk
+                rpc = {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "GetTask",
+                    "params": {"id": doomed.id},
+                }
+                raw = (await http.post(base_url(url), json=rpc, headers=VERSION)).json()
+            assert raw["error"]["code"] == -32001  # TaskNotFoundError on the JSON-RPC wire
+            with pytest.raises(TaskNotFoundError):
+                await client.get_task(GetTaskRequest(id=doomed.id))
+            listed = await client.list_tasks(ListTasksRequest())
+            assert [task.id for task in listed.tasks] == [kept.id]
+            by_context = await client.list_tasks(ListTasksRequest(context_id=doomed.context_id))
+            assert not by_context.tasks
+            again = await send(client, user_message("history", context_id=doomed.context_id))
+            assert response_text(again) == "history"  # the id starts a new conversation
+
+
+async def test_a_message_sent_ten_times_at_once_runs_one_task(
+    server_url: str, tool_log: Path
+) -> None:
+    message = user_message("secret", context_id="ctx-a2a-race", message_id="msg-retried-1")
+    tasks: list[Task] = []
+    async with a2a_client(server_url) as (client, _):
+
+        async def deliver() -> None:
+            tasks.append(await send(client, message))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(10):
+                group.start_soon(deliver)
+        other = user_message("other", context_id="ctx-a2a-race", message_id="msg-retried-1")
+        with pytest.raises(InvalidParamsError, match="different request"):
+            await send(client, other)
+    assert len({task.id for task in tasks}) == 1 and len(tasks) == 10
+    assert tool_runs(tool_log) == ["lookup SECRET-INPUT-4242"]
