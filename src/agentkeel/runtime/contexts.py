@@ -35,7 +35,6 @@ from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import RunInProgressError, SharedAgentError
 from agentkeel.hooks.events import BeforeRunEvent
 from agentkeel.serving import Served, ServedFactory, attach_session, forget_context
-from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
 
 __all__ = ["ContextCache", "ContextEntry"]
@@ -124,12 +123,6 @@ class ContextCache:
     def entries(self) -> list[ContextEntry]:
         """A snapshot of the cached entries (shutdown cancels their runs)."""
         return list(self._entries.values())
-
-    def session_manager(self, key: SessionKey) -> SessionManager:
-        """The SessionManager of `key` (thread id = context id, same key as the session)."""
-        return SessionManager(
-            key.session_id, self.storage, checkpointer=self.checkpointer, principal=key.principal
-        )
 
     async def acquire(self, key: SessionKey) -> ContextEntry:
         """The entry of `key`, built and restored if needed, leased until `release`."""
