@@ -140,4 +140,4 @@ async def test_a_long_turn_keeps_renewing_its_lease() -> None:
     assert long.result is not None and long.result["status"] == "completed"
     assert queued.result is not None and queued.result["status"] == "completed"
     assert long.grant is not None and queued.grant is not None
-    assert queued.grant.fence == long.grant.fence + 1
+    assert queued.grant.fence > long.grant.fence

@@ -2,10 +2,11 @@
 
 Every caller takes a ticket when it arrives (synchronously, before its first await, so
 the order is the order of the requests) and waits until its ticket is at the head of
-the line. A grant's fencing token is the count of grants the context has had, so it
-only grows. A grant with a ttl that was not renewed in time is taken over by the next
-ticket in line; from then on its holder's `renew` and `check` raise LeaseLostError and
-its `release` releases nothing. Cancels are delivered to the current holder's handler.
+the line. A grant's fencing token is the count of grants this lease has made (over
+every context, so nothing is kept per context once its line is empty): it only grows.
+A grant with a ttl that was not renewed in time is taken over by the next ticket in
+line; from then on its holder's `renew` and `check` raise LeaseLostError and its
+`release` releases nothing. Cancels are delivered to the current holder's handler.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ class _Line:
     holder: LeaseGrant | None = None
     expires_at: float | None = None
     on_cancel: CancelHandler | None = None
-    grants: int = 0
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -49,8 +49,8 @@ class InProcessRunLease:
 
     def __init__(self) -> None:
         self._lines: dict[SessionKey, _Line] = {}
-        self._fences: dict[SessionKey, int] = {}
-        """The last fence of each context, kept after its line goes (it only grows)."""
+        self._grants = 0
+        """Grants made so far: the last fence."""
 
     def held(self, key: SessionKey) -> bool:
         """Whether a caller holds `key` or waits for it."""
@@ -90,9 +90,8 @@ class InProcessRunLease:
             self._leave(key, line, ticket)
             raise
         line.waiting.popleft()
-        fence = self._fences.get(key, 0) + 1
-        self._fences[key] = fence
-        grant = LeaseGrant(key=key, fence=fence, ttl=ttl)
+        self._grants += 1
+        grant = LeaseGrant(key=key, fence=self._grants, ttl=ttl)
         line.holder, line.on_cancel = grant, on_cancel
         line.expires_at = None if ttl is None else time.monotonic() + ttl
         return grant
