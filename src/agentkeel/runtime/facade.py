@@ -68,6 +68,18 @@ class RunFacade(Protocol):
         """The run's frames after id `after`, in batches, up to a done frame."""
         ...
 
+    async def latest(self, key: SessionKey) -> RunStream | None:
+        """The context's latest run, live or finished, while its frames are retained.
+
+        What a reconnect without a run id follows (SPEC 3's stream endpoint, the AI
+        SDK's resume).
+        """
+        ...
+
+    async def exists(self, key: SessionKey) -> bool:
+        """Whether the context has anything (to tell "no such context" from "no run")."""
+        ...
+
     async def live(self, key: SessionKey, run_id: str) -> RunStream | None:
         """The run's stream while a segment of it runs, else None."""
         ...

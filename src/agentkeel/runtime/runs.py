@@ -319,6 +319,14 @@ class ServerRuntime:
         """
         return stream.batches(after, self.framework.server.heartbeat_seconds)
 
+    async def latest(self, key: SessionKey) -> RunStream | None:
+        """The context's latest run, live or finished, while its frames are retained."""
+        return await self.streams.latest(key)
+
+    async def exists(self, key: SessionKey) -> bool:
+        """Whether the context has anything (an Agent, a session, runs, a checkpoint)."""
+        return await self.cache.exists(key)
+
     async def live(self, key: SessionKey, run_id: str) -> RunStream | None:
         """The run's stream while a segment of it runs, else None."""
         stream = await self.streams.latest(key)

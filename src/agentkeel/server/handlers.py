@@ -123,9 +123,9 @@ async def reconnect(request: Request) -> SSEResponse:
     header = request.headers.get("last-event-id")
     if header is not None and not header.strip().isdigit():
         raise InvalidRequestError("Last-Event-ID must be a frame id (a non-negative integer)")
-    channel = await runtime.streams.latest(key)
+    channel = await runtime.latest(key)
     if channel is None:
-        if await runtime.cache.exists(key):
+        if await runtime.exists(key):
             raise RunNotFoundError(
                 "no run events are retained for this context (none ran, or they expired)"
             )
