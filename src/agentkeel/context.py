@@ -24,6 +24,8 @@ class RunContext:
     invocation_state: InvocationState
     agent_name: str
     step: int = 0
+    principal: str | None = None
+    """Who is calling, when the server authenticates; None otherwise."""
     shared_state: SharedState | None = None
     """The swarm's shared state when the agent runs as a swarm member, else None."""
     end_after_tools: bool = False

@@ -52,5 +52,6 @@ export type {
   TokenEvent,
   ToolCallEvent,
   ToolResultEvent,
+  Usage,
 } from "./types.js";
 export { RUN_EVENT_TYPES, isDoneFrame, parseStreamFrame, toSendResult } from "./types.js";

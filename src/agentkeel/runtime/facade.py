@@ -10,9 +10,11 @@ change, without the binding noticing.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentkeel.framework import Framework
+from agentkeel.hooks.events import HookEvent
+from agentkeel.hooks.registry import HookCallback
 from agentkeel.messages import JSONValue
 from agentkeel.runtime.coordination import RunStream
 from agentkeel.runtime.wire import SendRequest
@@ -31,6 +33,11 @@ class RunFacade(Protocol):
     @property
     def framework(self) -> Framework:
         """The definitions and settings served (a binding builds its routes from them)."""
+        ...
+
+    @property
+    def agent_hooks(self) -> list[tuple[type[HookEvent], HookCallback[Any]]]:
+        """Hook callbacks every served agent gets: a binding appends its own here."""
         ...
 
     async def submit(

@@ -28,6 +28,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -36,9 +37,11 @@ from agentkeel.errors import (
     ContextNotFoundError,
 )
 from agentkeel.framework import Framework
+from agentkeel.hooks.events import HookEvent
+from agentkeel.hooks.registry import HookCallback
 from agentkeel.messages import JSONValue
 from agentkeel.runtime.channels import Frame
-from agentkeel.runtime.contexts import ContextCache
+from agentkeel.runtime.contexts import ContextCache, ContextEntry
 from agentkeel.runtime.coordination import (
     Coordination,
     IdempotencyScope,
@@ -47,7 +50,9 @@ from agentkeel.runtime.coordination import (
 )
 from agentkeel.runtime.errors import ShuttingDownError
 from agentkeel.runtime.idempotency import IDEMPOTENCY_CAPACITY
+from agentkeel.runtime.metering import check_daily_budget, metered, price_of
 from agentkeel.runtime.metrics import ServerMetrics
+from agentkeel.runtime.toolsets import managed_toolsets, release_toolsets
 from agentkeel.runtime.turns import RunJob, TurnRunner
 from agentkeel.runtime.wire import SendRequest
 from agentkeel.storage.base import RunRecord, SessionKey
@@ -78,13 +83,19 @@ class ServerRuntime:
             framework.storage, retention=framework.retention.events
         )
         self.metrics = ServerMetrics()
+        self.agent_hooks: list[tuple[type[HookEvent], HookCallback[Any]]] = []
+        """Hook callbacks every served agent gets (bindings add theirs here)."""
         self.cache = ContextCache(
-            {name: item.factory for name, item in framework.definitions.items()},
+            {
+                name: metered(name, item.factory, framework, self.metrics, self.agent_hooks)
+                for name, item in framework.definitions.items()
+            },
             framework.storage,
             framework.checkpointer,
             max_contexts=framework.max_contexts,
             policy=framework.server.concurrency,
             on_evict=self.metrics.evictions.inc,
+            on_drop=self._dropped,
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
@@ -95,7 +106,13 @@ class ServerRuntime:
         self.streams = self.coordination.fanout
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
         self.metrics.queued_turns.read = lambda: float(self.cache.queued_turns)
-        self.turns = TurnRunner(self.coordination, self.cache, self.streams, self.metrics)
+        self.turns = TurnRunner(
+            self.coordination,
+            self.cache,
+            self.streams,
+            self.metrics,
+            price=partial(price_of, framework),
+        )
         self._group: TaskGroup | None = None
         self._forgetters: list[Callable[[SessionKey], Awaitable[None]]] = []
 
@@ -147,6 +164,13 @@ class ServerRuntime:
             await anyio.sleep(_SWEEP_SECONDS)
             self.streams.sweep()
             self.coordination.idempotency.sweep()
+
+    def _dropped(self, entry: ContextEntry) -> None:
+        """A context left the cache: close what its Agent held for it alone (MCP)."""
+        if self._group is not None and managed_toolsets(entry.agent):
+            self._group.start_soon(
+                release_toolsets, entry.agent, entry.key.principal, entry.key.context_id
+            )
 
     # -- submitting a turn --------------------------------------------------------------
 
@@ -223,6 +247,8 @@ class ServerRuntime:
                 # a decision needs a conversation: for an unknown context (or another
                 # principal's) answer like every other endpoint, and build nothing
                 raise ContextNotFoundError(f"no context {key.context_id!r} for this agent")
+            if request.resume is None:
+                await check_daily_budget(self.framework, key)
             entry = await self.cache.acquire(key)
             try:
                 if self.framework.server.concurrency == "reject":

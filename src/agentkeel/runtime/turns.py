@@ -37,6 +37,7 @@ from agentkeel.runtime.wire import (
     send_result,
 )
 from agentkeel.storage.base import SessionKey
+from agentkeel.usage import ModelPrice
 
 __all__ = ["RunJob", "TurnRunner"]
 
@@ -78,6 +79,7 @@ class TurnRunner:
         cache: The context cache (a turn that broke is dropped from it).
         streams: Where the run's frames go.
         metrics: What the turns count and time.
+        price: The price of an entry's model, for the cost in its SendResult.
     """
 
     def __init__(
@@ -86,8 +88,11 @@ class TurnRunner:
         cache: ContextCache,
         streams: StreamFanout,
         metrics: ServerMetrics,
+        *,
+        price: Callable[[ContextEntry], ModelPrice | None] = lambda entry: None,
     ) -> None:
         self.coordination = coordination
+        self.price = price
         self.cache = cache
         self.streams = streams
         self.metrics = metrics
@@ -243,8 +248,9 @@ class TurnRunner:
             return
         if not isinstance(result, AgentResult | SwarmResult) or job.channel is None:
             raise RuntimeError("internal error: a run ended without a result or a start")
-        await self._finish(job, job.channel, done_frame(job.key.context_id, result))
-        job.result = send_result(job.key.context_id, result)
+        price = self.price(entry)
+        await self._finish(job, job.channel, done_frame(job.key.context_id, result, price=price))
+        job.result = send_result(job.key.context_id, result, price=price)
         self.metrics.runs.inc(definition, result.status)
         self.metrics.turn_seconds.observe(time.monotonic() - job.began_at, definition)
 

@@ -45,6 +45,7 @@ from agentkeel.framework import (
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.multiagent import Swarm
 from agentkeel.runtime.runs import ServerRuntime
+from agentkeel.runtime.toolsets import open_toolsets
 from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
@@ -154,7 +155,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        async with runtime.running():
+        # MCP servers open before the first turn and close after the last one drained
+        async with open_toolsets(framework), runtime.running():
             yield
 
     middleware = []
