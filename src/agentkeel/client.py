@@ -32,6 +32,7 @@ from agentkeel import errors
 from agentkeel._portal import Portal
 from agentkeel.errors import AgentkeelError, InterruptPendingError, InvalidRequestError
 from agentkeel.events import RunEvent
+from agentkeel.memory.client_methods import AsyncMemoryMethods, MemoryMethods
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.send_result import SendResult
 from agentkeel.sse import SSEDecoder, SSEFrame
@@ -234,7 +235,7 @@ class _FrameTracker:
 # -- the clients --------------------------------------------------------------------------
 
 
-class AsyncAgentClient:
+class AsyncAgentClient(AsyncMemoryMethods):
     """A conversation with one served agent; it keeps the context id and nothing else.
 
     Args:
@@ -492,7 +493,7 @@ def _backoff(attempt: int, advised_ms: int | None = None) -> float:
     return advised_ms / 1000 if advised_ms is not None else float(min(0.25 * 2**attempt, 4.0))
 
 
-class AgentClient:
+class AgentClient(MemoryMethods):
     """The blocking form of `AsyncAgentClient`, with the same methods and behaviour.
 
     It drives an `AsyncAgentClient` on an event loop in a background thread (where

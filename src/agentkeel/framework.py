@@ -55,6 +55,8 @@ from agentkeel.definitions import (
 from agentkeel.errors import ConfigurationError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.loop import RunLimits
+from agentkeel.memory.config import MemorySection, load_memory
+from agentkeel.memory.memory import Memory
 from agentkeel.models.base import Model
 from agentkeel.models.registry import KNOWN_PROVIDERS, model_from_config
 from agentkeel.multiagent import SwarmLimits
@@ -124,6 +126,8 @@ class Framework:
     server: ServerSettings = field(default_factory=ServerSettings)
     retention: Retention = field(default_factory=Retention)
     usage: UsagePolicy = field(default_factory=UsagePolicy)  # budgets and prices
+    memory: Memory | None = None
+    """Memory across conversations (SPEC 12, docs/memory.md); None turns it off."""
     source: str = "<code>"
     """The file the framework came from, for messages."""
 
@@ -251,6 +255,7 @@ class _File(_Strict):
     retention: _Retention = _Retention()
     budgets: BudgetsConfig = BudgetsConfig()
     prices: dict[str, PriceConfig] = {}
+    memory: MemorySection | None = None
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -291,6 +296,11 @@ class _Loader:
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
             usage=UsagePolicy.of(parsed.budgets, parsed.prices),
+            memory=None
+            if parsed.memory is None
+            else load_memory(
+                parsed.memory, self.base, parsed.session_dir or parsed.storage, self.source
+            ),
             source=self.source,
         )
 

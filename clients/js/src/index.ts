@@ -19,6 +19,7 @@ export {
   listAgents,
 } from "./client.js";
 export { AgentError } from "./errors.js";
+export type { MemoryItem, MemoryPage, MemoryQuery } from "./memory.js";
 export { type SSEFrame, type SSESource, SSEDecoder, decodeSSE } from "./sse.js";
 export {
   type ActivityLine,

@@ -39,6 +39,7 @@ from agentkeel.errors import (
 from agentkeel.framework import Framework
 from agentkeel.hooks.events import HookEvent
 from agentkeel.hooks.registry import HookCallback
+from agentkeel.memory.attach import attach_memory
 from agentkeel.messages import JSONValue
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
@@ -55,6 +56,7 @@ from agentkeel.runtime.metrics import ServerMetrics
 from agentkeel.runtime.toolsets import managed_toolsets, release_toolsets
 from agentkeel.runtime.turns import RunJob, TurnRunner
 from agentkeel.runtime.wire import SendRequest
+from agentkeel.serving import Served
 from agentkeel.storage.base import RunRecord, SessionKey
 
 __all__ = ["IDEMPOTENCY_CAPACITY", "RunJob", "ServerRuntime", "TurnRunner"]
@@ -99,9 +101,7 @@ class ServerRuntime:
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
-            on_built=lambda key, served: framework.definitions[key.definition].catalog.learn(
-                served
-            ),
+            on_built=self._built,
         )
         self.streams = self.coordination.fanout
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
@@ -115,6 +115,12 @@ class ServerRuntime:
         )
         self._group: TaskGroup | None = None
         self._forgetters: list[Callable[[SessionKey], Awaitable[None]]] = []
+
+    def _built(self, key: SessionKey, served: Served) -> None:
+        """A context's Agent was built: its definition learns its tools; it gets memory."""
+        self.framework.definitions[key.definition].catalog.learn(served)
+        if self.framework.memory is not None:
+            attach_memory(served, key, self.framework.memory)
 
     @property
     def draining(self) -> bool:

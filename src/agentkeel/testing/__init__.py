@@ -1,1 +1,1 @@
-"""Conformance suites that every backend of an agentkeel interface runs (import the modules)."""
+"""Test helpers that other projects can use too: conformance suites for our Protocols."""
