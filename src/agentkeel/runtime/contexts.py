@@ -173,7 +173,7 @@ class ContextCache:
         """Whether the context has anything: a cached Agent, a session, runs or a checkpoint."""
         if key in self._entries:
             return True
-        if await self.storage.load(key) is not None or await self.storage.list_runs(key):
+        if await self.storage.exists(key):
             return True
         return await self.checkpointer.latest(key) is not None
 
