@@ -101,12 +101,6 @@ async def test_a_cancel_sent_to_one_replica_stops_the_run_on_the_other(
     assert not await second.cancel(KEY, job.channel.run_id)  # nothing runs it any more
 
 
-@pytest.mark.xfail(
-    reason="needs SPEC guarantee 9 (a cached Agent whose stored version moved on is "
-    "reloaded before it runs), which the storage seam adds; until then the first "
-    "replica runs turn 3 on its stale memory and the history forks",
-    strict=True,
-)
 async def test_alternating_turns_never_fork_the_history(
     replicas: tuple[ServerRuntime, ServerRuntime],
 ) -> None:
