@@ -41,7 +41,7 @@ from agentkeel.a2a.executor import A2AExecutor
 from agentkeel.a2a.mapping import RESPONSE_ARTIFACT, StreamMapper, TextChunk, status_time
 from agentkeel.a2a.push import RetryingPushSender, StoredPushConfigs
 from agentkeel.errors import AgentkeelError
-from agentkeel.server.streaming import RunChannel
+from agentkeel.runtime.coordination import RunStream
 
 __all__ = ["PushDelivery"]
 
@@ -73,7 +73,7 @@ class PushDelivery:
         """Load the configs, follow segments while open; on exit, stop the followers."""
         await self.configs.load()
         self.sender = RetryingPushSender(self.configs, allow_private=self.allow_private)
-        self.executor.runtime.streams.on_segment.append(self._segment_started)
+        stop_listening = self.executor.runtime.on_segment(self._segment_started)
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
@@ -83,11 +83,11 @@ class PushDelivery:
                     self._group = None
                     group.cancel_scope.cancel()
         finally:
-            self.executor.runtime.streams.on_segment.remove(self._segment_started)
+            stop_listening()
             await self.sender.aclose()
             self.sender = None
 
-    def _segment_started(self, channel: RunChannel) -> None:
+    def _segment_started(self, channel: RunStream) -> None:
         if channel.key.definition != self.executor.definition:
             return
         if self.configs.has_configs(channel.run_id):
@@ -97,7 +97,7 @@ class PushDelivery:
             # one loaded the configs (a new run has none yet: nothing to read for it)
             self._group.start_soon(self._follow_if_configured, channel, channel.last_id)
 
-    async def _follow_if_configured(self, channel: RunChannel, after: int) -> None:
+    async def _follow_if_configured(self, channel: RunStream, after: int) -> None:
         try:
             configured = await self.configs.refresh(channel.run_id)
         except AgentkeelError as exc:
@@ -106,7 +106,7 @@ class PushDelivery:
         if configured:
             self.follow(channel, after)  # the frames since `after` are still in the channel
 
-    def follow(self, channel: RunChannel, after: int) -> None:
+    def follow(self, channel: RunStream, after: int) -> None:
         """Deliver the updates of `channel`'s segment after frame `after` (once per segment)."""
         mark = (channel.run_id, after)
         if self._group is None or mark in self._following:
@@ -114,7 +114,7 @@ class PushDelivery:
         self._following.add(mark)
         self._group.start_soon(self._deliver, channel, after, mark)
 
-    async def _deliver(self, channel: RunChannel, after: int, mark: tuple[str, int]) -> None:
+    async def _deliver(self, channel: RunStream, after: int, mark: tuple[str, int]) -> None:
         task_id, context_id = channel.run_id, channel.key.context_id
         mapper = StreamMapper(task_id, context_id)
         try:

@@ -10,9 +10,9 @@ A present ``a2a-version`` metadata value must be 1.0 (the SDK's HTTP dispatchers
 the header; its gRPC handler does not), answered with the SDK's VersionNotSupported
 status otherwise.
 
-Authentication is the HTTP side's (`Authenticator`): the same ``authorization`` (or
-``x-api-key``) credentials, sent as gRPC metadata; without valid ones a call ends
-``UNAUTHENTICATED`` before it reaches the handler.
+Authentication is the HTTP side's (a `CredentialCheck` the app factory hands over):
+the same ``authorization`` (or ``x-api-key``) credentials, sent as gRPC metadata;
+without valid ones a call ends ``UNAUTHENTICATED`` before it reaches the handler.
 
 Requires the ``a2a-grpc`` extra (``grpcio``); `GrpcServer` is only built when
 ``server.a2a.grpcPort`` is set.
@@ -39,9 +39,9 @@ from a2a.utils.constants import PROTOCOL_VERSION_1_0, VERSION_HEADER
 from a2a.utils.errors import VersionNotSupportedError
 from starlette.datastructures import Headers
 
+from agentkeel.a2a.credentials import CredentialCheck
 from agentkeel.a2a.handler import PRINCIPAL_STATE
 from agentkeel.errors import AgentkeelError
-from agentkeel.server.auth import Authenticator
 
 __all__ = ["GrpcServer"]
 
@@ -65,7 +65,7 @@ class _Router(a2a_grpc.A2AServiceServicer):
     """Authenticates a call, then hands it to the GrpcHandler of the tenant it names."""
 
     def __init__(
-        self, handlers: Mapping[str, GrpcHandler], authenticator: Authenticator | None
+        self, handlers: Mapping[str, GrpcHandler], authenticator: CredentialCheck | None
     ) -> None:
         self.handlers = handlers
         self.authenticator = authenticator
@@ -186,7 +186,7 @@ class GrpcServer:
         *,
         host: str,
         port: int,
-        authenticator: Authenticator | None,
+        authenticator: CredentialCheck | None,
     ) -> None:
         builder = _CallContextBuilder()
         grpc_handlers = {

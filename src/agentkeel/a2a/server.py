@@ -32,22 +32,22 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 
 from agentkeel.a2a.card import CARD_PATH, REST_PATH, CardSource, agent_card
+from agentkeel.a2a.credentials import CredentialCheck
 from agentkeel.a2a.delivery import PushDelivery
 from agentkeel.a2a.executor import A2AExecutor
 from agentkeel.a2a.handler import PRINCIPAL_STATE
 from agentkeel.a2a.mapping import output_artifact
 from agentkeel.a2a.push import PUSH_INDEX_DEFINITION, StoredPushConfigs
 from agentkeel.a2a.rest import rest_mount
-from agentkeel.a2a.segments import SegmentWatch
 from agentkeel.a2a.service import A2AService
 from agentkeel.a2a.stream import A2ADispatcher
 from agentkeel.a2a.tasks import INDEX_DEFINITION
 from agentkeel.a2a.turn import current_turn, publish_artifact
+from agentkeel.auth_settings import PRINCIPAL
 from agentkeel.errors import ConfigurationError
 from agentkeel.hooks.events import AfterRunEvent
 from agentkeel.output import output_json
-from agentkeel.server.handlers import PRINCIPAL
-from agentkeel.server.runs import ServerRuntime
+from agentkeel.runtime.facade import RunFacade
 
 __all__ = ["CARD_PATH", "A2ABinding", "a2a_routes", "agent_card"]
 
@@ -80,13 +80,15 @@ class A2ABinding:
     """The A2A routes, gRPC port and push delivery of every definition of `runtime`.
 
     Args:
-        runtime: The server's runtime (the one the native wire uses).
+        runtime: The runtime's facade (the one the native wire uses).
+        authenticator: Checks gRPC calls' credentials; the app factory passes the HTTP
+            server's when ``server.auth`` is on (None: calls are anonymous).
 
     Raises:
         ConfigurationError: A definition takes a name the binding reserves.
     """
 
-    def __init__(self, runtime: ServerRuntime) -> None:
+    def __init__(self, runtime: RunFacade, authenticator: CredentialCheck | None = None) -> None:
         framework = runtime.framework
         for reserved in (INDEX_DEFINITION, PUSH_INDEX_DEFINITION):
             if reserved in framework.definitions:
@@ -95,6 +97,8 @@ class A2ABinding:
                     "A2A binding's indexes; choose another"
                 )
         self.runtime = runtime
+        self.authenticator = authenticator
+        """Checks gRPC calls' credentials (the server's, when ``server.auth`` is on)."""
         runtime.agent_hooks.append((AfterRunEvent, _publish_output))
         self.settings = framework.server.a2a
         if self.settings.grpc_port is not None and find_spec("grpc") is None:
@@ -107,12 +111,11 @@ class A2ABinding:
         self.services: dict[str, A2AService] = {}
         self.deliveries: list[PushDelivery] = []
         self.routes: list[BaseRoute] = []
-        segments = SegmentWatch(runtime.streams)
         builder = _CallContextBuilder()
         for name, definition in framework.definitions.items():
             base = f"/agents/{name}/a2a"
             cards = CardSource(definition, framework.server.auth, lambda: self.grpc_port)
-            executor = A2AExecutor(runtime, name, segments)
+            executor = A2AExecutor(runtime, name)
             configs = StoredPushConfigs(framework.storage, name)
             delivery = PushDelivery(
                 executor, configs, allow_private=self.settings.allow_private_webhooks
@@ -156,16 +159,12 @@ class A2ABinding:
             grpc_server = None
             if self.settings.grpc_port is not None:
                 from agentkeel.a2a.grpc_server import GrpcServer  # the a2a-grpc extra
-                from agentkeel.server.auth import Authenticator
 
-                auth = self.runtime.framework.server.auth
                 grpc_server = GrpcServer(
                     self.services,
                     host=self.runtime.framework.server.host,
                     port=self.settings.grpc_port,
-                    authenticator=None
-                    if auth is None
-                    else Authenticator(auth, source=self.runtime.framework.source),
+                    authenticator=self.authenticator,
                 )
                 await grpc_server.start()
                 self.grpc_port = grpc_server.port
@@ -177,7 +176,7 @@ class A2ABinding:
                     await grpc_server.stop()
 
 
-def a2a_routes(runtime: ServerRuntime) -> list[BaseRoute]:
+def a2a_routes(runtime: RunFacade) -> list[BaseRoute]:
     """The A2A routes of every definition served by `runtime`.
 
     Routes only (no gRPC, no push delivery): `A2ABinding` is the whole binding, which

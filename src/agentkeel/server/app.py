@@ -44,13 +44,13 @@ from agentkeel.framework import (
 )
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.multiagent import Swarm
+from agentkeel.runtime.runs import ServerRuntime
+from agentkeel.runtime.toolsets import open_toolsets
 from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.memory import memory_routes
-from agentkeel.server.runs import ServerRuntime
-from agentkeel.server.toolsets import open_toolsets
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -156,7 +156,10 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
 
     from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
 
-    binding = A2ABinding(runtime)
+    authenticator = (
+        None if settings.auth is None else Authenticator(settings.auth, source=framework.source)
+    )
+    binding = A2ABinding(runtime, authenticator)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -187,8 +190,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
             )
         )
     middleware.append(Middleware(ErrorMiddleware))
-    if settings.auth is not None:
-        authenticator = Authenticator(settings.auth, source=framework.source)
+    if authenticator is not None:
         middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
     middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
     app = Starlette(
