@@ -266,7 +266,7 @@ class _File(_Strict):
     agents: dict[str, _AgentConfig] = Field(min_length=1)
     session_dir: str | None = Field(default=None, min_length=1)
     checkpointer: _Checkpointer | None = None
-    storage: str | None = None
+    storage: str | _EnvSecret | None = None
     max_contexts: int = Field(default=1000, ge=1)
     server: _Server = _Server()
     retention: _Retention = _Retention()
@@ -302,10 +302,11 @@ class _Loader:
             if isinstance(config, _SwarmAgent):
                 definitions[name] = self.swarm_definition(name, config, definitions)
         self.check_names(parsed)
+        storage = self.storage(parsed)
         return Framework(
             definitions=definitions,
-            storage=self.storage(parsed),
-            checkpointer=self.checkpointer(parsed),
+            storage=storage,
+            checkpointer=self.checkpointer(parsed, storage),
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
@@ -357,6 +358,11 @@ class _Loader:
         if parsed.storage is not None and parsed.session_dir is not None:
             raise self.error("storage", "set either storage or sessionDir, not both")
         url = parsed.storage or "memory:"
+        if isinstance(url, _EnvSecret):
+            found = os.environ.get(url.env)
+            if not found:
+                raise self.error("storage.env", f"environment variable {url.env} is not set")
+            url = found
         if parsed.session_dir is not None:
             url = f"file:{parsed.session_dir}"
         try:
@@ -364,7 +370,17 @@ class _Loader:
         except ConfigurationError as exc:
             raise self.error("storage", exc.message) from None
 
-    def checkpointer(self, parsed: _File) -> Checkpointer:
+    def checkpointer(self, parsed: _File, storage: SessionStorage) -> Checkpointer:
+        """A database storage keeps the checkpoints too; files or memory otherwise."""
+        own = getattr(storage, "checkpointer", None)
+        if callable(own):
+            if parsed.checkpointer is not None:
+                raise self.error(
+                    "checkpointer.dir",
+                    "this storage keeps the checkpoints itself; remove checkpointer.dir",
+                )
+            checkpointer: Checkpointer = own()
+            return checkpointer
         if parsed.checkpointer is None:
             return InMemoryCheckpointer()
         return FileCheckpointer(self.resolve(parsed.checkpointer.dir))

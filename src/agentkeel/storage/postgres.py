@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -39,6 +39,9 @@ from agentkeel.storage._history import encode_json, encode_messages
 from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot, StorageHealth
 from agentkeel.storage.guard import check_commit
 from agentkeel.storage.postgres_schema import migrate, schema_identifier
+
+if TYPE_CHECKING:
+    from agentkeel.checkpoint.postgres import PostgresCheckpointer
 
 __all__ = ["PostgresStorage", "from_url", "redact", "text_key"]
 
@@ -106,12 +109,23 @@ class PostgresStorage:
         other._owner = self
         return other
 
+    def checkpointer(self) -> PostgresCheckpointer:
+        """The Checkpointer over this storage's pool and schema (framework.json uses it)."""
+        from agentkeel.checkpoint.postgres import PostgresCheckpointer
+
+        return PostgresCheckpointer(self.sharing())
+
     # -- lifecycle ---------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the pool and migrate the schema; StorageUnavailableError when unreachable."""
+        """Migrate the schema, then open the pool; StorageUnavailableError when unreachable.
+
+        The migration runs on a connection of its own, made first, so that an unreachable
+        or misconfigured server fails here with libpq's reason (never the password).
+        """
         if self._owner is not None or self._pool is not None:
             return
+        await self.migrate()
         pool: AsyncConnectionPool[AsyncConnection[_Row]] = AsyncConnectionPool(
             self.dsn,
             min_size=1,
@@ -123,18 +137,38 @@ class PostgresStorage:
         )
         try:
             await pool.open(wait=True, timeout=self.connect_timeout)
-            async with pool.connection() as conn:
-                await migrate(conn, self.schema)  # type: ignore[arg-type]
-        except (psycopg.Error, PoolTimeout) as exc:
+        except BaseException as exc:
             await pool.close()
-            raise _Unavailable(
-                f"storage: cannot reach PostgreSQL at {redact(self.dsn)}: "
-                f"{_reason(exc)}"
-            ) from None
-        except BaseException:
-            await pool.close()
+            if isinstance(exc, psycopg.Error | PoolTimeout):
+                raise self._unreachable(exc) from None
             raise
         self._pool = pool
+
+    async def migrate(self) -> list[int]:
+        """Apply the migrations this database lacks (`agentkeel migrate` runs only this).
+
+        Returns the versions applied. Raises SchemaTooNewError for a database that a
+        newer agentkeel migrated, StorageUnavailableError when it cannot be reached.
+        """
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.dsn,
+                autocommit=True,
+                prepare_threshold=self.prepare_threshold,
+                connect_timeout=max(1, round(self.connect_timeout)),
+            )
+        except psycopg.Error as exc:
+            raise self._unreachable(exc) from None
+        try:
+            async with conn:
+                return await migrate(conn, self.schema)
+        except psycopg.OperationalError as exc:
+            raise self._unreachable(exc) from None
+        except psycopg.Error as exc:
+            raise StorageError(f"storage: migrating {self.schema!r} failed: {_reason(exc)}") from None
+
+    def _unreachable(self, exc: BaseException) -> _Unavailable:
+        return _Unavailable(f"storage: cannot reach PostgreSQL at {redact(self.dsn)}: {_reason(exc)}")
 
     async def close(self) -> None:
         """Close the pool (a storage sharing another's leaves it open)."""
