@@ -177,9 +177,9 @@ class PostgresStorage:
             await pool.close()
 
     async def health(self) -> StorageHealth:
-        """Whether a connection answers ``SELECT 1`` now; never raises."""
+        """Whether a connection answers ``SELECT 1`` now (within a second); never raises."""
         try:
-            async with self._connection() as conn:
+            async with self._connection(timeout=min(1.0, self.connect_timeout)) as conn:
                 await conn.execute("SELECT 1")
         except StorageError as exc:
             return StorageHealth(ok=False, detail=exc.message)
@@ -536,13 +536,18 @@ class PostgresStorage:
         return pool
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection[_Row]]:
+    async def _connection(
+        self, timeout: float | None = None
+    ) -> AsyncIterator[AsyncConnection[_Row]]:
         """A pooled connection; connection failures become StorageUnavailableError."""
         pool = self.pool
         try:
-            async with pool.connection() as conn:
+            async with pool.connection(timeout=timeout) as conn:
                 yield conn
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            # the broken connection is dropped by the pool; drop its idle siblings too, so
+            # that the first request after the database is back gets a working one
+            await pool.check()
             raise _Unavailable(f"storage: PostgreSQL is unavailable: {_reason(exc)}") from None
         except psycopg.Error as exc:
             raise StorageError(f"storage: PostgreSQL failed: {_reason(exc)}") from None
