@@ -42,7 +42,6 @@ from pydantic.alias_generators import to_camel
 from agentkeel.agent import Agent
 from agentkeel.auth_settings import AuthSettings, load_auth
 from agentkeel.checkpoint.base import Checkpointer
-from agentkeel.checkpoint.file import FileCheckpointer
 from agentkeel.checkpoint.memory import InMemoryCheckpointer
 from agentkeel.definitions import (
     CATALOG_CONTEXT_ID,
@@ -61,8 +60,8 @@ from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.storage.base import SessionStorage
+from agentkeel.storage.configured import configured_stores
 from agentkeel.storage.memory import InMemoryStorage
-from agentkeel.storage.registry import open_storage
 from agentkeel.tools.decorator import Tool
 
 __all__ = [
@@ -302,11 +301,11 @@ class _Loader:
             if isinstance(config, _SwarmAgent):
                 definitions[name] = self.swarm_definition(name, config, definitions)
         self.check_names(parsed)
-        storage = self.storage(parsed)
+        storage, checkpointer = self.stores(parsed)
         return Framework(
             definitions=definitions,
             storage=storage,
-            checkpointer=self.checkpointer(parsed, storage),
+            checkpointer=checkpointer,
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
@@ -354,36 +353,18 @@ class _Loader:
         fields = config.model_dump(exclude={"auth", "cors"})
         return ServerSettings(**fields, cors=tuple(config.cors), auth=auth)
 
-    def storage(self, parsed: _File) -> SessionStorage:
-        if parsed.storage is not None and parsed.session_dir is not None:
-            raise self.error("storage", "set either storage or sessionDir, not both")
-        url = parsed.storage or "memory:"
-        if isinstance(url, _EnvSecret):
-            found = os.environ.get(url.env)
-            if not found:
-                raise self.error("storage.env", f"environment variable {url.env} is not set")
-            url = found
-        if parsed.session_dir is not None:
-            url = f"file:{parsed.session_dir}"
-        try:
-            return open_storage(url, base=self.base)
-        except ConfigurationError as exc:
-            raise self.error("storage", exc.message) from None
-
-    def checkpointer(self, parsed: _File, storage: SessionStorage) -> Checkpointer:
-        """A database storage keeps the checkpoints too; files or memory otherwise."""
-        own = getattr(storage, "checkpointer", None)
-        if callable(own):
-            if parsed.checkpointer is not None:
-                raise self.error(
-                    "checkpointer.dir",
-                    "this storage keeps the checkpoints itself; remove checkpointer.dir",
-                )
-            checkpointer: Checkpointer = own()
-            return checkpointer
-        if parsed.checkpointer is None:
-            return InMemoryCheckpointer()
-        return FileCheckpointer(self.resolve(parsed.checkpointer.dir))
+    def stores(self, parsed: _File) -> tuple[SessionStorage, Checkpointer]:
+        env = parsed.storage.env if isinstance(parsed.storage, _EnvSecret) else None
+        return configured_stores(
+            storage=parsed.storage if isinstance(parsed.storage, str) else None,
+            storage_env=env,
+            session_dir=parsed.session_dir,
+            checkpoint_dir=None
+            if parsed.checkpointer is None
+            else self.resolve(parsed.checkpointer.dir),
+            base=self.base,
+            refuse=self.error,
+        )
 
     def definition(self, name: str, config: _DeclaredAgent | _FactoryAgent) -> AgentDefinition:
         if not DEFINITION_NAME_PATTERN.fullmatch(name):

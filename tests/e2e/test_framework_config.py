@@ -79,7 +79,11 @@ def error_for(tmp_path: Path, document: object, *, raw: str | None = None) -> st
             "checkpointer.dir",
             "keeps the checkpoints itself",
         ),
-        ({"agents": {"a": DEMO}, "storage": {"env": "AGENTKEEL_UNSET_XYZ"}}, "storage.env", "not set"),
+        (
+            {"agents": {"a": DEMO}, "storage": {"env": "AGENTKEEL_UNSET_XYZ"}},
+            "storage.env",
+            "not set",
+        ),
         (
             {"agents": {"a": DEMO}, "storage": "postgresql://db/x", "sessionDir": "s"},
             "storage",

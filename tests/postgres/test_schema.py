@@ -52,8 +52,9 @@ async def test_a_database_newer_than_the_code_is_refused(
 ) -> None:
     with psycopg.connect(pg_database) as conn:
         conn.execute(
-            sql.SQL("INSERT INTO {}.schema_migrations (version, name) VALUES (999, 'future')")
-            .format(sql.Identifier(pg_schema))
+            sql.SQL(
+                "INSERT INTO {}.schema_migrations (version, name) VALUES (999, 'future')"
+            ).format(sql.Identifier(pg_schema))
         )
     later = PostgresStorage(pg_database, schema=pg_schema)
     with pytest.raises(SchemaTooNewError, match="version 999, newer than this agentkeel knows"):

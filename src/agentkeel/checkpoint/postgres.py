@@ -17,7 +17,8 @@ from agentkeel.checkpoint.base import Checkpoint
 from agentkeel.errors import CorruptSessionError, StorageError
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.storage._history import encode_json
-from agentkeel.storage.postgres import PostgresStorage, _who, text_key
+from agentkeel.storage.postgres import PostgresStorage
+from agentkeel.storage.postgres_pool import text_key, who
 
 __all__ = ["PostgresCheckpointer"]
 
@@ -49,7 +50,7 @@ class PostgresCheckpointer:
                     " SET checkpoint_seq = {s}.sessions.checkpoint_seq + 1"
                     " RETURNING id, checkpoint_seq"
                 ),
-                (*_who(key), checkpoint.created_at, checkpoint.created_at),
+                (*who(key), checkpoint.created_at, checkpoint.created_at),
             )
             row = await cursor.fetchone()
             assert row is not None
@@ -72,7 +73,7 @@ class PostgresCheckpointer:
             " ON s.id = c.session_id"
             " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
             " ORDER BY c.sequence DESC LIMIT 1",
-            _who(require_key(key, "latest")),
+            who(require_key(key, "latest")),
         )
         if row is None:
             return None
@@ -88,7 +89,7 @@ class PostgresCheckpointer:
             "DELETE FROM {s}.checkpoints c USING {s}.sessions s WHERE s.id = c.session_id"
             " AND s.principal = %s AND s.definition = %s AND s.context_id = %s"
             " AND c.checkpoint_id = %s RETURNING 1",
-            (*_who(require_key(key, "delete")), text_key(checkpoint_id)),
+            (*who(require_key(key, "delete")), text_key(checkpoint_id)),
         )
 
     async def delete_thread(self, key: SessionKey) -> None:
@@ -96,5 +97,5 @@ class PostgresCheckpointer:
         await self.storage._all(
             "DELETE FROM {s}.checkpoints c USING {s}.sessions s WHERE s.id = c.session_id"
             " AND s.principal = %s AND s.definition = %s AND s.context_id = %s RETURNING 1",
-            _who(require_key(key, "delete_thread")),
+            who(require_key(key, "delete_thread")),
         )

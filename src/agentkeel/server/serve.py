@@ -23,7 +23,14 @@ from agentkeel.errors import AgentkeelError
 from agentkeel.framework import Framework, load_framework
 from agentkeel.server.app import FrameworkSource, create_app
 
-__all__ = ["add_serve_arguments", "check_storage", "run_app", "run_serve", "serve_command", "serve_framework"]
+__all__ = [
+    "add_serve_arguments",
+    "check_storage",
+    "run_app",
+    "run_serve",
+    "serve_command",
+    "serve_framework",
+]
 
 
 def _is_loopback(host: str) -> bool:

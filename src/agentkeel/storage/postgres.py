@@ -1,9 +1,8 @@
 """PostgresStorage: sessions, run records, frames, documents and tasks in PostgreSQL.
 
 Installed by the ``postgres`` extra (psycopg 3 and psycopg_pool), raw SQL, no ORM. The
-pool is opened by `open` (the server's lifespan calls it, on the loop that will use it:
-a pool made in a constructor binds to whatever loop happens to be running, a known
-psycopg pitfall) and `open` also migrates the schema (`postgres_schema`).
+pool, its lifecycle and the migrations are `postgres_pool`'s (opened in the server's
+lifespan, never in a constructor); the optional capabilities are `postgres_extras`'s.
 
 Saving a turn is one transaction of two statements: the session row is locked (created
 when new) and its version and fence checked with the same `check_commit` as every other
@@ -21,24 +20,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import psycopg
-from psycopg import AsyncConnection, sql
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg import AsyncConnection
 
 from agentkeel.errors import ConfigurationError, CorruptSessionError, StorageError
-from agentkeel.errors import StorageUnavailableError as _Unavailable
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message, MessageDecodeError, messages_from_json
 from agentkeel.storage._history import encode_json, encode_messages
-from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot, StorageHealth
+from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot
 from agentkeel.storage.guard import check_commit
-from agentkeel.storage.postgres_schema import migrate, schema_identifier
+from agentkeel.storage.postgres_extras import PostgresCapabilities
+from agentkeel.storage.postgres_pool import Row, redact, text_key, who
 
 if TYPE_CHECKING:
     from agentkeel.checkpoint.postgres import PostgresCheckpointer
@@ -46,33 +42,9 @@ if TYPE_CHECKING:
 __all__ = ["PostgresStorage", "from_url", "redact", "text_key"]
 
 _OWN_PARAMETERS = ("schema", "prepare_threshold", "pool_size")
-_Row = tuple[Any, ...]
 
 
-def redact(url: str) -> str:
-    """`url` with its password replaced by ``***``: what an error or a log may show."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rpartition("@")
-    user = netloc[0].partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))
-
-
-def text_key(value: str) -> str:
-    """`value` as a text column can hold it: ``%`` and NUL percent-encoded (injective).
-
-    Run, task and checkpoint ids and principals come from callers and may hold any
-    character, but PostgreSQL text cannot hold NUL; every ordinary id is stored as is.
-    """
-    return value.replace("%", "%25").replace("\x00", "%00")
-
-
-def _who(key: SessionKey) -> tuple[str, str, str]:
-    return (text_key(key.principal or ""), key.definition, key.context_id)
-
-
-class PostgresStorage:
+class PostgresStorage(PostgresCapabilities):
     """A SessionStorage (with every optional capability) in one PostgreSQL schema.
 
     Args:
@@ -84,24 +56,6 @@ class PostgresStorage:
         connect_timeout: Seconds to wait for a connection before the storage counts as
             unavailable (at start, and for each operation).
     """
-
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        schema: str = "agentkeel",
-        prepare_threshold: int | None = 5,
-        pool_size: int = 10,
-        connect_timeout: float = 5.0,
-    ) -> None:
-        schema_identifier(schema)  # refuse a bad name now, not at the first query
-        self.dsn = dsn
-        self.schema = schema
-        self.prepare_threshold = prepare_threshold
-        self.pool_size = pool_size
-        self.connect_timeout = connect_timeout
-        self._pool: AsyncConnectionPool[AsyncConnection[_Row]] | None = None
-        self._owner: PostgresStorage | None = None
 
     def sharing(self) -> PostgresStorage:
         """Another storage object over this one's pool (a checkpointer, a second view)."""
@@ -115,76 +69,6 @@ class PostgresStorage:
 
         return PostgresCheckpointer(self.sharing())
 
-    # -- lifecycle ---------------------------------------------------------------------
-
-    async def open(self) -> None:
-        """Migrate the schema, then open the pool; StorageUnavailableError when unreachable.
-
-        The migration runs on a connection of its own, made first, so that an unreachable
-        or misconfigured server fails here with libpq's reason (never the password).
-        """
-        if self._owner is not None or self._pool is not None:
-            return
-        await self.migrate()
-        pool: AsyncConnectionPool[AsyncConnection[_Row]] = AsyncConnectionPool(
-            self.dsn,
-            min_size=1,
-            max_size=max(1, self.pool_size),
-            kwargs={"autocommit": True, "prepare_threshold": self.prepare_threshold},
-            timeout=self.connect_timeout,
-            open=False,
-            name="agentkeel",
-        )
-        try:
-            await pool.open(wait=True, timeout=self.connect_timeout)
-        except BaseException as exc:
-            await pool.close()
-            if isinstance(exc, psycopg.Error | PoolTimeout):
-                raise self._unreachable(exc) from None
-            raise
-        self._pool = pool
-
-    async def migrate(self) -> list[int]:
-        """Apply the migrations this database lacks (`agentkeel migrate` runs only this).
-
-        Returns the versions applied. Raises SchemaTooNewError for a database that a
-        newer agentkeel migrated, StorageUnavailableError when it cannot be reached.
-        """
-        try:
-            conn = await psycopg.AsyncConnection.connect(
-                self.dsn,
-                autocommit=True,
-                prepare_threshold=self.prepare_threshold,
-                connect_timeout=max(1, round(self.connect_timeout)),
-            )
-        except psycopg.Error as exc:
-            raise self._unreachable(exc) from None
-        try:
-            async with conn:
-                return await migrate(conn, self.schema)
-        except psycopg.OperationalError as exc:
-            raise self._unreachable(exc) from None
-        except psycopg.Error as exc:
-            raise StorageError(f"storage: migrating {self.schema!r} failed: {_reason(exc)}") from None
-
-    def _unreachable(self, exc: BaseException) -> _Unavailable:
-        return _Unavailable(f"storage: cannot reach PostgreSQL at {redact(self.dsn)}: {_reason(exc)}")
-
-    async def close(self) -> None:
-        """Close the pool (a storage sharing another's leaves it open)."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
-
-    async def health(self) -> StorageHealth:
-        """Whether a connection answers ``SELECT 1`` now (within a second); never raises."""
-        try:
-            async with self._connection(timeout=min(1.0, self.connect_timeout)) as conn:
-                await conn.execute("SELECT 1")
-        except StorageError as exc:
-            return StorageHealth(ok=False, detail=exc.message)
-        return StorageHealth(ok=True)
-
     # -- history and state -------------------------------------------------------------
 
     async def load(self, key: SessionKey) -> SessionSnapshot | None:
@@ -196,7 +80,7 @@ class PostgresStorage:
             "           WHERE m.session_id = s.id), '[]')::text"
             " FROM {s}.sessions s"
             " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s AND s.saved",
-            _who(key),
+            who(key),
         )
         if row is None:
             return None
@@ -226,7 +110,7 @@ class PostgresStorage:
         row = await self._one(
             "SELECT version FROM {s}.sessions"
             " WHERE principal = %s AND definition = %s AND context_id = %s",
-            _who(require_key(key, "version")),
+            who(require_key(key, "version")),
         )
         return 0 if row is None else int(row[0])
 
@@ -238,7 +122,7 @@ class PostgresStorage:
             " OR EXISTS (SELECT 1 FROM {s}.documents d WHERE d.session_id = s.id)"
             " FROM {s}.sessions s"
             " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s",
-            _who(require_key(key, "exists")),
+            who(require_key(key, "exists")),
         )
         return bool(row and row[0])
 
@@ -272,8 +156,13 @@ class PostgresStorage:
                     " WHERE id = %(id)s RETURNING version"
                 ),
                 {
-                    "id": session_id, "base": count, "bodies": bodies, "n": len(bodies),
-                    "state": encoded_state, "fence": highest, "now": time.time(),
+                    "id": session_id,
+                    "base": count,
+                    "bodies": bodies,
+                    "n": len(bodies),
+                    "state": encoded_state,
+                    "fence": highest,
+                    "now": time.time(),
                 },  # fmt: skip
             )
             row = await cursor.fetchone()
@@ -311,8 +200,12 @@ class PostgresStorage:
                     " WHERE id = %(id)s RETURNING version"
                 ),
                 {
-                    "id": session_id, "bodies": bodies, "n": len(bodies),
-                    "state": encoded_state, "fence": highest, "now": time.time(),
+                    "id": session_id,
+                    "bodies": bodies,
+                    "n": len(bodies),
+                    "state": encoded_state,
+                    "fence": highest,
+                    "now": time.time(),
                 },  # fmt: skip
             )
             row = await cursor.fetchone()
@@ -321,7 +214,7 @@ class PostgresStorage:
 
     async def _lock(
         self,
-        conn: AsyncConnection[_Row],
+        conn: AsyncConnection[Row],
         key: SessionKey,
         expected_version: int | None,
         fence: int | None,
@@ -336,7 +229,7 @@ class PostgresStorage:
                 " DO UPDATE SET saved = {s}.sessions.saved"
                 " RETURNING id, version, fence, message_count"
             ),
-            (*_who(key), now, now),
+            (*who(key), now, now),
         )
         row = await cursor.fetchone()
         assert row is not None
@@ -348,12 +241,15 @@ class PostgresStorage:
         return int(session_id), int(count), int(highest)
 
     async def delete(self, key: SessionKey) -> bool:
-        """Delete the session row; its messages, runs, frames, documents and checkpoints
-        go with it (one statement, so one transaction)."""
+        """Delete the session row; every row of the context cascades with it.
+
+        Messages, runs, frames, documents and checkpoints go in the same statement, so
+        in one transaction (guarantee 13).
+        """
         row = await self._one(
             "DELETE FROM {s}.sessions"
             " WHERE principal = %s AND definition = %s AND context_id = %s RETURNING id",
-            _who(require_key(key, "delete")),
+            who(require_key(key, "delete")),
         )
         return row is not None
 
@@ -373,8 +269,14 @@ class PostgresStorage:
                 " written = EXCLUDED.written, record = EXCLUDED.record RETURNING 1"
             ),
             (
-                *_who(key), time.time(), time.time(),
-                text_key(record.run_id), record.status, record.started_at, record.ended_at, document,
+                *who(key),
+                time.time(),
+                time.time(),
+                text_key(record.run_id),
+                record.status,
+                record.started_at,
+                record.ended_at,
+                document,
             ),  # fmt: skip
         )
 
@@ -384,7 +286,7 @@ class PostgresStorage:
             "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
             " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
             " AND r.run_id = %s",
-            (*_who(require_key(key, "get_run")), text_key(run_id)),
+            (*who(require_key(key, "get_run")), text_key(run_id)),
         )
         return None if row is None else self._run(key, row[0])
 
@@ -394,7 +296,7 @@ class PostgresStorage:
             "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
             " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
             " ORDER BY r.written DESC LIMIT 1",
-            _who(require_key(key, "latest_run")),
+            who(require_key(key, "latest_run")),
         )
         return None if row is None else self._run(key, row[0])
 
@@ -404,7 +306,7 @@ class PostgresStorage:
             "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
             " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
             " ORDER BY r.started_at, r.run_id",
-            _who(require_key(key, "list_runs")),
+            who(require_key(key, "list_runs")),
         )
         records = [self._run(key, row[0]) for row in rows]
         return sorted(records, key=lambda record: (record.started_at, record.run_id))
@@ -415,170 +317,6 @@ class PostgresStorage:
         except (ValueError, KeyError, TypeError) as exc:
             where = f"postgresql:{self.schema}.runs[{key.session_id}]"
             raise CorruptSessionError(f"{where}: cannot decode: {exc}", path=where) from None
-
-    # -- capabilities: frames, documents, task index -------------------------------------
-
-    async def put_frames(self, key: SessionKey, run_id: str, body: bytes) -> None:
-        """Keep `run_id`'s frames, replacing the previous run's (RunEventStorage)."""
-        require_key(key, "put_frames")
-        await self._one(
-            self._with_session(
-                "INSERT INTO {s}.frames (session_id, run_id, body, written_at)"
-                " SELECT id, %s, %s, %s FROM owner ON CONFLICT (session_id) DO UPDATE"
-                " SET run_id = EXCLUDED.run_id, body = EXCLUDED.body,"
-                " written_at = EXCLUDED.written_at RETURNING 1"
-            ),
-            (*_who(key), time.time(), time.time(), text_key(run_id), bytes(body), time.time()),
-        )
-
-    async def get_frames(self, key: SessionKey, run_id: str) -> bytes | None:
-        """The kept frames when they are `run_id`'s (RunEventStorage)."""
-        row = await self._one(
-            "SELECT f.body FROM {s}.frames f JOIN {s}.sessions s ON s.id = f.session_id"
-            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
-            " AND f.run_id = %s",
-            (*_who(require_key(key, "get_frames")), text_key(run_id)),
-        )
-        return None if row is None else bytes(row[0])
-
-    async def put_document(self, key: SessionKey, name: str, document: JSONObject) -> None:
-        """Replace the session's document `name` (SessionDocumentStorage)."""
-        require_key(key, "put_document")
-        body = encode_json(document, "document").decode("utf-8")
-        await self._one(
-            self._with_session(
-                "INSERT INTO {s}.documents (session_id, name, body)"
-                " SELECT id, %s, %s::json FROM owner ON CONFLICT (session_id, name)"
-                " DO UPDATE SET body = EXCLUDED.body RETURNING 1"
-            ),
-            (*_who(key), time.time(), time.time(), text_key(name), body),
-        )
-
-    async def get_document(self, key: SessionKey, name: str) -> JSONObject | None:
-        """The session's document `name`, or None (SessionDocumentStorage)."""
-        row = await self._one(
-            "SELECT d.body::text FROM {s}.documents d JOIN {s}.sessions s"
-            " ON s.id = d.session_id"
-            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
-            " AND d.name = %s",
-            (*_who(require_key(key, "get_document")), text_key(name)),
-        )
-        return None if row is None else _object(row[0])
-
-    async def put_task(
-        self, index: SessionKey, task_id: str, context_id: str, document: JSONObject
-    ) -> None:
-        """Create or replace one task's document; it keeps its place (TaskIndexStorage)."""
-        require_key(index, "put_task")
-        body = encode_json(document, "task record").decode("utf-8")
-        await self._one(
-            "INSERT INTO {s}.tasks (principal, definition, index_name, task_id, context_id,"
-            " position, body) VALUES (%s, %s, %s, %s, %s, nextval('{s}.task_puts'), %s::json)"
-            " ON CONFLICT (principal, definition, index_name, task_id) DO UPDATE"
-            " SET context_id = EXCLUDED.context_id, body = EXCLUDED.body RETURNING 1",
-            (*_who(index), text_key(task_id), text_key(context_id), body),
-        )
-
-    async def get_task(self, index: SessionKey, task_id: str) -> JSONObject | None:
-        """One task's document, or None (TaskIndexStorage)."""
-        row = await self._one(
-            "SELECT body::text FROM {s}.tasks WHERE principal = %s AND definition = %s"
-            " AND index_name = %s AND task_id = %s",
-            (*_who(require_key(index, "get_task")), text_key(task_id)),
-        )
-        return None if row is None else _object(row[0])
-
-    async def list_tasks(self, index: SessionKey) -> list[tuple[str, JSONObject]]:
-        """Every task of the index, in the order they were first put (TaskIndexStorage)."""
-        rows = await self._all(
-            "SELECT task_id, body::text FROM {s}.tasks WHERE principal = %s"
-            " AND definition = %s AND index_name = %s ORDER BY position",
-            _who(require_key(index, "list_tasks")),
-        )
-        return [(_from_text_key(task_id), _object(body)) for task_id, body in rows]
-
-    async def delete_tasks(self, index: SessionKey, context_id: str) -> int:
-        """Forget every task of `context_id` (TaskIndexStorage)."""
-        rows = await self._all(
-            "DELETE FROM {s}.tasks WHERE principal = %s AND definition = %s"
-            " AND index_name = %s AND context_id = %s RETURNING 1",
-            (*_who(require_key(index, "delete_tasks")), text_key(context_id)),
-        )
-        return len(rows)
-
-    # -- plumbing ----------------------------------------------------------------------
-
-    def _sql(self, text: str) -> sql.Composed:
-        return sql.SQL(text).format(s=schema_identifier(self.schema))
-
-    @staticmethod
-    def _with_session(text: str) -> str:
-        """`text` behind a CTE ``owner`` that creates (or finds) the session row.
-
-        Its parameters come first: principal, definition, context id, created, updated.
-        """
-        return (
-            "WITH owner AS (INSERT INTO {s}.sessions (principal, definition, context_id,"
-            " created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
-            " ON CONFLICT (principal, definition, context_id)"
-            " DO UPDATE SET saved = {s}.sessions.saved RETURNING id) " + text
-        )
-
-    @property
-    def pool(self) -> AsyncConnectionPool[AsyncConnection[_Row]]:
-        """The open pool (this storage's, or the one it shares)."""
-        pool = self._owner.pool if self._owner is not None else self._pool
-        if pool is None:
-            raise _Unavailable(
-                "storage: PostgreSQL storage is not open (the server opens it at start; "
-                "call `await storage.open()` first)"
-            )
-        return pool
-
-    @asynccontextmanager
-    async def _connection(
-        self, timeout: float | None = None
-    ) -> AsyncIterator[AsyncConnection[_Row]]:
-        """A pooled connection; connection failures become StorageUnavailableError."""
-        pool = self.pool
-        try:
-            async with pool.connection(timeout=timeout) as conn:
-                yield conn
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
-            # the broken connection is dropped by the pool; drop its idle siblings too, so
-            # that the first request after the database is back gets a working one
-            await pool.check()
-            raise _Unavailable(f"storage: PostgreSQL is unavailable: {_reason(exc)}") from None
-        except psycopg.Error as exc:
-            raise StorageError(f"storage: PostgreSQL failed: {_reason(exc)}") from None
-
-    async def _one(self, text: str, params: Sequence[object]) -> _Row | None:
-        async with self._connection() as conn:
-            cursor = await conn.execute(self._sql(text), params)
-            return await cursor.fetchone()
-
-    async def _all(self, text: str, params: Sequence[object]) -> list[_Row]:
-        async with self._connection() as conn:
-            cursor = await conn.execute(self._sql(text), params)
-            return await cursor.fetchall()
-
-
-def _from_text_key(value: str) -> str:
-    return value.replace("%00", "\x00").replace("%25", "%")
-
-
-def _object(text: str) -> JSONObject:
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise StorageError("a stored document is not a JSON object")
-    return value
-
-
-def _reason(exc: BaseException) -> str:
-    """The first line of a driver error (psycopg's can hold the connection string's host,
-    never its password)."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def from_url(url: str, base: Path | None) -> PostgresStorage:

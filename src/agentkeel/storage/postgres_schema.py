@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from psycopg import AsyncConnection, sql
 
@@ -141,7 +142,7 @@ def _statement(text: str, schema: str) -> sql.Composed:
 
 
 async def migrate(
-    conn: AsyncConnection[object], schema: str, migrations: tuple[Migration, ...] = MIGRATIONS
+    conn: AsyncConnection[Any], schema: str, migrations: tuple[Migration, ...] = MIGRATIONS
 ) -> list[int]:
     """Bring `schema` up to the last of `migrations`; the versions applied, in order.
 
@@ -163,7 +164,7 @@ async def migrate(
             sql.SQL("SELECT coalesce(max(version), 0) FROM {}.schema_migrations").format(ident)
         )
         row = await cursor.fetchone()
-        current = 0 if row is None else int(str(row[0]))
+        current = 0 if row is None else int(row[0])
         known = migrations[-1].version if migrations else 0
         if current > known:
             raise SchemaTooNewError(
