@@ -71,11 +71,10 @@ def test_scripted_demo_conversation() -> None:
         and "You told me your favourite colour is blue.\n" in out
     )
     approved, rejected = out.split("you> Delete notes.txt\n")[1:3]
-    assert "Run delete_file? [y/N] y\n  -> tool delete_file\n  <- delete_file: success\n" in (
-        approved
-    )
+    asked = "  ! Run delete_file: Delete the file notes.txt\nRun delete_file? [y/N] "
+    assert asked + "y\n  -> tool delete_file\n  <- delete_file: success\n" in approved
     assert "Done: deleted notes.txt (demo: nothing was really deleted).\n" in approved
-    assert "Run delete_file? [y/N] n\nReason: I still need it\n" in rejected
+    assert asked + "n\nReason: I still need it\n" in rejected
     assert "-> tool delete_file" not in rejected
     assert "OK, I did not delete notes.txt. Reason: I still need it.\n" in rejected
     assert "What would you like to name your dog? Rex\n" in out

@@ -10,17 +10,22 @@ run) and delegates the run itself to `RunLoop`. It decides what a run commits:
 - a suspended run keeps its messages in its checkpoint until it ends.
 
 With a SessionManager, all of this is saved before the result is returned.
+
+The blocking methods (``agent(prompt)``, `resume`, `stream_sync`) run the async ones on
+one event loop that lives as long as the Agent, in a thread of its own (`Portal`);
+`close()`, or leaving ``with Agent(...) as agent:``, stops it.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
 
 import anyio
 
+from agentkeel._portal import Portal, RunStream, in_event_loop, stream_run
 from agentkeel.context import RunContext
 from agentkeel.conversation import ConversationManager, KeepAllConversationManager
 from agentkeel.errors import (
@@ -28,7 +33,7 @@ from agentkeel.errors import (
     InterruptNotFoundError,
     InterruptPendingError,
     InvalidRequestError,
-    RunInProgressError,
+    RestoreRequiredError,
 )
 from agentkeel.events import ErrorEvent, RunEvent, StatusEvent
 from agentkeel.hooks.events import AfterRunEvent, BeforeRunEvent
@@ -121,6 +126,12 @@ class Agent:
         self._restored = False
         self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
+        self._portal = Portal(
+            "agentkeel-agent",
+            refuse_in_loop="a synchronous Agent call cannot run inside an event loop; "
+            "use await agent.invoke_async(...) or agent.resume_async(...)",
+        )
+        self._portal.bind(self)
 
     # -- public API ---------------------------------------------------------------------
 
@@ -136,7 +147,24 @@ class Agent:
 
     @property
     def pending_interrupts(self) -> tuple[Interrupt, ...]:
-        """Interrupts waiting for a decision (call `restore` first after a restart)."""
+        """Interrupts waiting for a decision, also those of a run suspended before a restart.
+
+        With a session attached, they are known only once the session is loaded. Outside
+        an event loop this property loads it (through the Agent's own loop, as
+        ``agent(prompt)`` would). Inside one it cannot wait, so until ``await
+        agent.restore()`` (or a first run) has loaded the session it raises
+        `RestoreRequiredError` rather than answer an empty tuple that may be wrong.
+
+        Raises:
+            RestoreRequiredError: In async code, before the session was restored.
+        """
+        if self.session_manager is not None and not self._restored:
+            if in_event_loop():
+                raise RestoreRequiredError(
+                    "the agent's session is not loaded yet, so its pending interrupts are "
+                    "unknown: call `await agent.restore()` first"
+                )
+            self._portal.call(self.restore)
         if self._suspended is None:
             return ()
         return tuple(p.interrupt for p in self._suspended.pending)
@@ -159,8 +187,8 @@ class Agent:
         self._restored = True
 
     def __call__(self, prompt: str | Message) -> AgentResult:
-        """Run one turn synchronously (outside an event loop)."""
-        return _run_sync(lambda: self.invoke_async(prompt))
+        """Run one turn synchronously (outside an event loop), on the Agent's own loop."""
+        return self._portal.call(self.invoke_async, prompt)
 
     async def invoke_async(
         self,
@@ -179,13 +207,20 @@ class Agent:
 
     def stream(
         self, prompt: str | Message, *, invocation_state: InvocationState | None = None
-    ) -> AsyncIterator[StreamItem]:
-        """Run one turn, yielding its events and then the AgentResult."""
-        return self._stream(prompt, None, invocation_state)
+    ) -> RunStream[StreamItem]:
+        """Run one turn, yielding its events and then the AgentResult (``async for``)."""
+        items = self._stream(prompt, None, invocation_state)
+        return RunStream(items, owner="Agent", method="stream")
+
+    def stream_sync(
+        self, prompt: str | Message, *, invocation_state: InvocationState | None = None
+    ) -> Iterator[StreamItem]:
+        """The blocking form of `stream`, for plain ``for`` outside an event loop."""
+        return self._portal.iterate(self._stream(prompt, None, invocation_state))
 
     def resume(self, interrupt_id: str, decision: Decision) -> AgentResult:
         """Answer a pending interrupt synchronously and continue the suspended run."""
-        return _run_sync(lambda: self.resume_async(interrupt_id, decision))
+        return self._portal.call(self.resume_async, interrupt_id, decision)
 
     async def resume_async(
         self,
@@ -209,9 +244,39 @@ class Agent:
         decision: Decision,
         *,
         invocation_state: InvocationState | None = None,
-    ) -> AsyncIterator[StreamItem]:
-        """Streaming form of `resume_async`."""
-        return self._stream(None, (interrupt_id, decision), invocation_state)
+    ) -> RunStream[StreamItem]:
+        """Streaming form of `resume_async` (``async for``)."""
+        items = self._stream(None, (interrupt_id, decision), invocation_state)
+        return RunStream(items, owner="Agent", method="resume_stream")
+
+    def resume_stream_sync(
+        self,
+        interrupt_id: str,
+        decision: Decision,
+        *,
+        invocation_state: InvocationState | None = None,
+    ) -> Iterator[StreamItem]:
+        """The blocking form of `resume_stream`."""
+        return self._portal.iterate(self._stream(None, (interrupt_id, decision), invocation_state))
+
+    def close(self) -> None:
+        """Stop the event loop thread of the blocking methods; the async ones still work.
+
+        Idempotent. Without it the loop stops when the Agent is garbage-collected or
+        the interpreter exits.
+        """
+        self._portal.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def cancel(self) -> bool:
         """Cancel the run in progress; it ends ``cancelled`` with a valid history.
@@ -225,28 +290,18 @@ class Agent:
 
     # -- the run ------------------------------------------------------------------------
 
-    async def _stream(
+    def _stream(
         self,
         prompt: str | Message | None,
         resume: tuple[str, Decision] | None,
         invocation_state: InvocationState | None,
-    ) -> AsyncIterator[StreamItem]:
-        send, receive = anyio.create_memory_object_stream[StreamItem](math.inf)
+    ) -> AsyncGenerator[StreamItem, None]:
+        state = InvocationState() if invocation_state is None else invocation_state
 
-        async def produce() -> None:
-            async with send:
-                result = await self._execute(
-                    prompt,
-                    resume,
-                    InvocationState() if invocation_state is None else invocation_state,
-                    send.send_nowait,
-                )
-                send.send_nowait(result)
+        async def run(emit: Callable[[StreamItem], None]) -> StreamItem:
+            return await self._execute(prompt, resume, state, emit)
 
-        async with anyio.create_task_group() as group, receive:
-            group.start_soon(produce)
-            async for item in receive:
-                yield item
+        return stream_run(run)
 
     async def _execute(
         self,
@@ -439,19 +494,3 @@ def _record(run: RunState, result: AgentResult) -> RunRecord:
 
 def _ignore(event: RunEvent) -> None:
     del event
-
-
-def _run_sync(call: Callable[[], object]) -> AgentResult:
-    try:
-        anyio.get_current_task()
-    except RuntimeError:
-        pass
-    else:
-        raise RunInProgressError(
-            "a synchronous Agent call cannot run inside an event loop; "
-            "use await agent.invoke_async(...) or agent.resume_async(...)"
-        )
-    result: object = anyio.run(call)  # type: ignore[arg-type]
-    if not isinstance(result, AgentResult):
-        raise TypeError("internal error: a run did not return an AgentResult")
-    return result

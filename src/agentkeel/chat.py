@@ -3,7 +3,8 @@
 A thin renderer over `AsyncAgentClient`, so it holds what any client holds: the
 context id, never the history. Tokens are written as they stream, thinking is dimmed,
 each tool call and result gets a line, and human-in-the-loop interrupts become
-questions (``Run delete_file? [y/N]``, then ``Reason:`` when refused; an input
+questions (the prompt, ``! Run delete_file: Delete the file notes.txt``, then ``Run
+delete_file? [y/N]`` and ``Reason:`` when refused; an input
 interrupt asks its own prompt) whose answers resume the run.
 
 Ctrl-C while waiting for an answer stops *waiting*, not the run: the run goes on on
@@ -20,7 +21,7 @@ import itertools
 import os
 import signal
 import sys
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from functools import partial
 from typing import TextIO
@@ -158,10 +159,17 @@ class _Conversation:
 
     async def _ask(self, prompt: str) -> str | None:
         """One line from the person; None at the end of input or on Ctrl-C."""
+        return await self._read(partial(self._term.ask, prompt))
+
+    async def _ask_approval(self, pending: InterruptEvent) -> str | None:
+        """The approval question, after what the call will do (its prompt)."""
+        return await self._read(partial(self._term.ask_approval, pending.tool, pending.prompt))
+
+    async def _read(self, ask: Callable[[], Awaitable[str | None]]) -> str | None:
         answer = None
         with anyio.CancelScope() as scope:
             self._scope = scope
-            answer = await self._term.ask(prompt)
+            answer = await ask()
         self._scope = None
         if scope.cancelled_caught:
             self._term.write("\n")
@@ -172,7 +180,7 @@ class _Conversation:
         if pending.kind == "input":
             answer = await self._ask(f"{pending.prompt or 'Your answer:'} ")
             return None if answer is None else answer.strip()
-        answer = await self._ask(f"Run {pending.tool or 'the tool'}? [y/N] ")
+        answer = await self._ask_approval(pending)
         if answer is None:
             return None
         if answer.strip().lower() in ("y", "yes"):

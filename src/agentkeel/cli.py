@@ -16,7 +16,6 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import AsyncIterator, Callable
 
@@ -139,8 +138,8 @@ async def _decide(terminal: _Terminal, pending: Interrupt) -> Decision:
     if pending.kind == "input":
         answer = await terminal.ask(f"{pending.prompt or 'Your answer:'} ")
         return CancelRun() if answer is None else InputAnswer(answer.strip())
-    terminal.write(f"  ! {pending.tool} wants to run with {json.dumps(pending.tool_input)}\n")
-    answer = await terminal.ask(f"Run {pending.tool}? [y/N] ")
+    # the prompt, never the raw input: it hides the inputs the tool marks secret
+    answer = await terminal.ask_approval(pending.tool, pending.prompt)
     if answer is None:
         return CancelRun()
     if answer.strip().lower() in ("y", "yes"):

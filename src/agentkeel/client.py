@@ -18,17 +18,17 @@ import json
 import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
-from contextlib import ExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, TypeAlias, TypedDict, TypeVar, Unpack, get_args
 from urllib.parse import quote
 
 import anyio
-import anyio.from_thread
 import httpx
 import pydantic
 
 from agentkeel import errors
+from agentkeel._portal import Portal
 from agentkeel.errors import AgentkeelError, InterruptPendingError, InvalidRequestError
 from agentkeel.events import InterruptEvent, RunEvent
 from agentkeel.messages import JSONObject, JSONValue
@@ -520,19 +520,17 @@ class AgentClient:
     """
 
     def __init__(self, base_url: str, *, agent: str, **options: Unpack[ClientOptions]) -> None:
-        self._stack = ExitStack()
-        self._portal = self._stack.enter_context(
-            anyio.from_thread.start_blocking_portal(name="agentkeel-client")
-        )
+        self._portal = Portal("agentkeel-client")
 
-        def make() -> AsyncAgentClient:  # made on the loop that will use it
+        async def make() -> AsyncAgentClient:  # made on the loop that will use it
             return AsyncAgentClient(base_url, agent=agent, **options)
 
         try:
             self._client = self._portal.call(make)
         except BaseException:
-            self._stack.close()
+            self._portal.close()
             raise
+        self._portal.bind(self)
 
     @property
     def context_id(self) -> str | None:
@@ -573,10 +571,12 @@ class AgentClient:
 
     def close(self) -> None:
         """Close the connections and stop the background event loop."""
+        if not self._portal.running:
+            return
         try:
             self._portal.call(self._client.aclose)
         finally:
-            self._stack.close()
+            self._portal.close()
 
     def __enter__(self) -> AgentClient:
         return self
@@ -585,14 +585,4 @@ class AgentClient:
         self.close()
 
     def _iterate(self, items: AsyncGenerator[_T, None]) -> Iterator[_T]:
-        async def step() -> list[_T]:  # [] at the end: StopAsyncIteration stays on the loop
-            try:
-                return [await items.__anext__()]
-            except StopAsyncIteration:
-                return []
-
-        try:
-            while batch := self._portal.call(step):
-                yield batch[0]
-        finally:
-            self._portal.call(items.aclose)
+        return self._portal.iterate(items)

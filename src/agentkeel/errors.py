@@ -18,6 +18,7 @@ The hierarchy::
     │   ├── InterruptNotFoundError      interrupt_not_found
     │   └── InterruptPendingError       interrupt_pending
     ├── RunInProgressError              context_busy
+    ├── RestoreRequiredError            restore_required
     ├── ContextNotFoundError            context_not_found
     ├── ContextRefusedError             context_forbidden
     ├── SharedAgentError                agent_shared
@@ -55,6 +56,7 @@ __all__ = [
     "ModelError",
     "ModelRateLimitError",
     "ModelUnavailableError",
+    "RestoreRequiredError",
     "RunInProgressError",
     "SharedAgentError",
     "StateValueError",
@@ -176,6 +178,15 @@ class RunInProgressError(AgentkeelError):
     """The agent (one context) is already running a turn and the policy is to refuse."""
 
     code = "context_busy"
+
+
+class RestoreRequiredError(AgentkeelError):
+    """Async code asked for what only the stored session knows before loading it.
+
+    ``await agent.restore()`` (or a first run) loads it; the message says so.
+    """
+
+    code = "restore_required"
 
 
 class ContextNotFoundError(AgentkeelError):

@@ -4,6 +4,10 @@ A run suspends when a tool needs an approval or when a tool calls `interrupt(pro
 to ask a person. Each interrupt has an unguessable id bound to its tool call (name and
 input), so a decision can only release the call that was shown to the human.
 
+An approval's prompt is what the person decides on, so it names the tool and shows what
+the call will do (`approval_prompt`): the tool's own `describe` text, or its input as
+JSON cut to a readable length, with the inputs the tool marks `secret` hidden.
+
 Inside a tool, `interrupt()` is re-entrant in the LangGraph sense: the first execution
 raises a suspension; on resume the tool runs again from the top and the same call to
 `interrupt()` returns the person's answer. Tools that call it should therefore do
@@ -12,12 +16,17 @@ their side effects after it.
 
 from __future__ import annotations
 
+import json
+import logging
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from agentkeel.errors import InvalidRequestError
 from agentkeel.messages import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from agentkeel.tools.decorator import Tool
 
 __all__ = [
     "Approve",
@@ -27,11 +36,19 @@ __all__ = [
     "Interrupt",
     "InterruptKind",
     "Reject",
+    "approval_prompt",
     "decision_from_json",
     "interrupt",
 ]
 
+logger = logging.getLogger(__name__)
+
 InterruptKind = Literal["approval", "input"]
+
+SECRET_MASK = "[secret]"
+"""What an approval prompt shows in place of a secret input."""
+_MAX_INPUT_CHARS = 300
+_MAX_DESCRIBE_CHARS = 500
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,6 +146,41 @@ def decision_from_json(kind: InterruptKind, data: JSONValue) -> Decision:
     if reason is not None and not isinstance(reason, str):
         raise InvalidRequestError("the reason of a rejection must be a string")
     return Reject(reason or "rejected by the user")
+
+
+def approval_prompt(name: str, tool_input: JSONObject, tool: Tool | None = None) -> str:
+    """What the person approving a call of `name` is shown: the tool and what it will do.
+
+    ``Run delete_file: Delete notes.txt`` when the tool has a `describe`, otherwise
+    ``Run delete_file with {"path": "notes.txt"}`` (cut to a readable length). Inputs the
+    tool marks secret show as ``[secret]``, also to `describe`, so no prompt, frame or
+    log line of a prompt can carry them. A `describe` that fails or returns no text
+    falls back to the JSON form (and is logged, without the input).
+    """
+    secret = tool.secret if tool is not None else frozenset()
+    shown: JSONObject = {
+        key: SECRET_MASK if key in secret else value for key, value in tool_input.items()
+    }
+    describe = tool.describe if tool is not None else None
+    if describe is not None:
+        try:
+            text = describe(dict(shown))
+        except Exception as exc:
+            logger.warning(
+                "tool=<%s> | describe raised %s; showing the input", name, type(exc).__name__
+            )
+        else:
+            if isinstance(text, str) and text.strip():
+                return f"Run {name}: {_cut(' '.join(text.split()), _MAX_DESCRIBE_CHARS)}"
+            logger.warning("tool=<%s> | describe returned no text; showing the input", name)
+    if not shown:
+        return f"Run {name} (no input)"
+    encoded = json.dumps(shown, ensure_ascii=False, default=str)
+    return f"Run {name} with {_cut(encoded, _MAX_INPUT_CHARS)}"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class InterruptRequested(Exception):

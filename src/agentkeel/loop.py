@@ -43,6 +43,7 @@ from agentkeel.interrupts import (
     Interrupt,
     InterruptRequested,
     Reject,
+    approval_prompt,
     enter_interrupt_scope,
     exit_interrupt_scope,
 )
@@ -306,7 +307,7 @@ class RunLoop:
                         call_id=call.id,
                         tool=call.name,
                         tool_input=call.input,
-                        prompt=f"Run {call.name}?",
+                        prompt=approval_prompt(call.name, call.input, self._tools.get(call.name)),
                     ),
                 )
             )

@@ -70,6 +70,16 @@ class Terminal:
         elif isinstance(event, ErrorEvent):
             self.line(f"  error ({event.code}): {event.message}")
 
+    async def ask_approval(self, tool: str | None, prompt: str | None) -> str | None:
+        """Show what an approval is for (its prompt), then ask ``Run <tool>? [y/N]``.
+
+        The prompt is the server's (or agent's) account of the call: the tool's
+        description of it or its input, secrets hidden. None at the end of input.
+        """
+        name = tool or "the tool"
+        self.line(f"  ! {prompt or f'Run {name}'}")
+        return await self.ask(f"Run {name}? [y/N] ")
+
     def line(self, text: str) -> None:
         """Write `text` on a line of its own."""
         self.end_line()

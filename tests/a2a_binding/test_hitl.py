@@ -45,9 +45,11 @@ async def test_an_approval_round_trip_across_restarts(tmp_path: Path, tool_log: 
         assert {k: v for k, v in interrupt["interrupt"].items() if k != "id"} == {
             "kind": "approval",
             "tool": "delete_file",
-            "prompt": "Run delete_file?",
+            "prompt": 'Run delete_file with {"path": "/tmp/a2a.txt"}',
         }
-        assert waiting.status.message.parts[0].text == "Run delete_file?"
+        assert waiting.status.message.parts[0].text == (
+            'Run delete_file with {"path": "/tmp/a2a.txt"}\nApprove? Answer yes or no.'
+        )
         server.stop()
 
         url = server.start()

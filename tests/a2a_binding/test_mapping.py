@@ -120,7 +120,7 @@ def test_suspended_failed_and_swarm_frames() -> None:
         "id": "int-1",
         "kind": "approval",
         "tool": "delete_file",
-        "prompt": "Sure?",
+        "prompt": "Run delete_file: Delete the file notes.txt",
     }
     events = StreamMapper("run-1", "ctx-1").batch(
         [
@@ -135,7 +135,8 @@ def test_suspended_failed_and_swarm_frames() -> None:
     assert isinstance(final, TaskStatusUpdateEvent)
     assert final.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     parts = MessageToDict(final.status.message)["parts"]
-    assert parts == [{"text": "Sure?"}, {"data": {"interrupt": interrupt}}]
+    question = "Run delete_file: Delete the file notes.txt\nApprove? Answer yes or no."
+    assert parts == [{"text": question}, {"data": {"interrupt": interrupt}}]
 
     failed = StreamMapper("run-1", "ctx-1").batch(
         [done("failed", "", error={"code": "model_error", "message": "the model is down"})]

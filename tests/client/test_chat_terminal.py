@@ -123,10 +123,9 @@ def test_approvals_and_questions_are_asked_and_answered(server: Served) -> None:
 
     text = term.text
     approved, refused = text.split("you> Delete notes.txt\n")[1:3]
-    assert "Run delete_file? [y/N] y\n  -> tool delete_file\n  <- delete_file: success\n" in (
-        approved
-    )
-    assert "Run delete_file? [y/N] n\nReason: I still need it\n" in refused
+    asked = "  ! Run delete_file: Delete the file notes.txt\nRun delete_file? [y/N] "
+    assert asked + "y\n  -> tool delete_file\n  <- delete_file: success\n" in approved
+    assert asked + "n\nReason: I still need it\n" in refused
     assert "  x delete_file: rejected, not run\n" in refused
     assert "-> tool delete_file" not in refused
     assert "  <- ask_user: success\n" in text

@@ -9,7 +9,7 @@ import pytest
 
 from agentkeel.server import create_app
 from e2e import serve_in_thread, stream_turn, text_of
-from fakes.openai_server import FakeOpenAI, echo_responder
+from fakes.openai_server import FakeOpenAI, echo_responder, openai_error
 
 pytestmark = pytest.mark.anyio
 KEY = "sk-e2e-very-secret-value"
@@ -89,3 +89,25 @@ async def test_provider_failures_reach_the_client_without_secrets(
     assert sent.json()["status"] == "failed"
     assert sent.json()["error"]["code"] == "model_auth_failed"
     assert wrong not in raw and wrong not in sent.text
+
+
+async def test_a_provider_error_body_never_reaches_the_wire(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = f"internal failure at db-7.internal:5432 (key {KEY})"
+    failure = openai_error(500, body, type="server_error", headers={"Retry-After": "3"})
+    fake_openai.enqueue(failure, failure)
+    monkeypatch.setenv("E2E_OPENAI_KEY", KEY)
+    app = create_app(framework(fake_openai.base_url))
+    with serve_in_thread(app) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            async with client.stream("POST", "/agents/gpt/stream", json={"message": "hi"}) as r:
+                raw = (await r.aread()).decode()
+            sent = await client.post("/agents/gpt/send", json={"message": "hi"})
+    ours = "openai answered HTTP 500: it failed on its side; try again in 3 s"
+    assert sent.json()["error"] == {"code": "model_unavailable", "message": ours}
+    assert f'"type":"error","code":"model_unavailable","message":"{ours}"' in raw
+    for wire in (raw, sent.text):
+        assert "db-7" not in wire and "internal failure" not in wire and KEY not in wire
+    logged = [r.getMessage() for r in caplog.records if "db-7.internal:5432" in r.getMessage()]
+    assert len(logged) == 2 and all(KEY not in line for line in logged)

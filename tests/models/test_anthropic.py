@@ -313,7 +313,9 @@ async def test_no_key_header_without_a_key() -> None:
 
 
 @pytest.mark.anyio
-async def test_wrong_key_is_an_auth_error_without_the_key(fake: FakeAnthropic) -> None:
+async def test_wrong_key_is_an_auth_error_without_the_key(
+    fake: FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
     wrong = "sk-ant-wrong-key-that-must-not-leak"
     model = AnthropicModel("claude-test", base_url=fake.base_url, api_key=wrong)
 
@@ -321,8 +323,11 @@ async def test_wrong_key_is_an_auth_error_without_the_key(fake: FakeAnthropic) -
         await collect(model)
 
     assert caught.value.status_code == 401
-    assert "invalid x-api-key" in str(caught.value)
-    assert wrong not in str(caught.value)
+    assert str(caught.value).startswith("anthropic answered HTTP 401")
+    assert "check the API key" in str(caught.value)  # our advice, not the provider's body
+    assert "invalid x-api-key" not in str(caught.value)
+    assert "invalid x-api-key" in caplog.text  # the body is in the log...
+    assert wrong not in str(caught.value) and wrong not in caplog.text  # ...without the key
     assert len(fake.requests) == 1
 
 
@@ -330,18 +335,22 @@ async def test_wrong_key_is_an_auth_error_without_the_key(fake: FakeAnthropic) -
 async def test_prompt_too_long_is_context_overflow(fake: FakeAnthropic) -> None:
     message = "prompt is too long: 215000 tokens > 200000 maximum"
     fake.enqueue(anthropic_error(400, "invalid_request_error", message))
-    with pytest.raises(ContextOverflowError, match="prompt is too long"):
+    with pytest.raises(ContextOverflowError, match="context window") as caught:
         await collect(make_model(fake))
+    assert "215000" not in str(caught.value)
     assert len(fake.requests) == 1
 
 
 @pytest.mark.anyio
-async def test_other_invalid_request_is_bad_request(fake: FakeAnthropic) -> None:
+async def test_other_invalid_request_is_bad_request(
+    fake: FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
     fake.enqueue(anthropic_error(400, "invalid_request_error", "tools.0.name: String too long"))
     with pytest.raises(ModelBadRequestError) as caught:
         await collect(make_model(fake))
     assert not isinstance(caught.value, ContextOverflowError)
-    assert "String too long" in str(caught.value)
+    assert "String too long" not in str(caught.value) and "String too long" in caplog.text
+    assert "will not help" in str(caught.value)
 
 
 @pytest.mark.anyio
@@ -387,13 +396,17 @@ async def test_overloaded_exhausts_retries(fake: FakeAnthropic) -> None:
     ],
 )
 async def test_error_event_mid_stream(
-    fake: FakeAnthropic, error_type: str, expected: type[ModelError]
+    fake: FakeAnthropic,
+    error_type: str,
+    expected: type[ModelError],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    fake.enqueue(AnthropicStream().text("Hel").error(error_type, "Overloaded").reply())
+    fake.enqueue(AnthropicStream().text("Hel").error(error_type, "busy at db-7:5432").reply())
     seen: list[ModelChunk] = []
-    with pytest.raises(expected, match="Overloaded"):
+    with pytest.raises(expected, match="anthropic reported an error") as caught:
         async for chunk in make_model(fake).stream(ask()):
             seen.append(chunk)
+    assert "db-7" not in str(caught.value) and "busy at db-7:5432" in caplog.text
     assert seen == [TextDelta(text="Hel")]
     assert len(fake.requests) == 1
 

@@ -376,7 +376,9 @@ async def test_a_consumer_may_stop_early_and_close(fake: FakeOpenAI) -> None:
 
 
 @pytest.mark.anyio
-async def test_wrong_key_is_an_auth_error_without_the_key(fake: FakeOpenAI) -> None:
+async def test_wrong_key_is_an_auth_error_without_the_key(
+    fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
     wrong = "sk-wrong-key-that-must-not-leak"
     model = OpenAIModel("m", base_url=fake.base_url, api_key=wrong, backoff_base=0.001)
 
@@ -384,9 +386,10 @@ async def test_wrong_key_is_an_auth_error_without_the_key(fake: FakeOpenAI) -> N
         await collect(model)
 
     assert caught.value.status_code == 401
-    assert "Incorrect API key" in str(caught.value)  # the server's reason is kept...
-    assert wrong not in str(caught.value)  # ...but the key it echoed is not
-    assert wrong not in repr(caught.value)
+    assert "Incorrect API key" not in str(caught.value)  # the server's reason is logged...
+    assert "Incorrect API key" in caplog.text
+    assert wrong not in caplog.text  # ...but the key it echoed is not
+    assert wrong not in str(caught.value) and wrong not in repr(caught.value)
     assert len(fake.requests) == 1  # auth errors are not retried
 
 
@@ -415,7 +418,10 @@ async def test_other_client_errors_are_bad_requests(fake: FakeOpenAI, status: in
         await collect(make_model(fake))
     assert not isinstance(caught.value, ContextOverflowError)
     assert caught.value.status_code == status
-    assert "Invalid value for 'tools[0].type'" in str(caught.value)
+    assert str(caught.value) == (
+        f"openai answered HTTP {status}: it rejected the request; "
+        "retrying it unchanged will not help"
+    )
     assert len(fake.requests) == 1
 
 
@@ -517,8 +523,9 @@ async def test_error_object_inside_the_stream(
     fake: FakeOpenAI, kind: str, code: str | None, error_type: type[ModelError]
 ) -> None:
     fake.enqueue(OpenAIStream().text("start").error("it broke", type=kind, code=code).reply())
-    with pytest.raises(error_type, match="it broke"):
+    with pytest.raises(error_type, match="openai reported an error") as caught:
         await collect(make_model(fake))
+    assert "it broke" not in str(caught.value)
     assert len(fake.requests) == 1
 
 
@@ -550,12 +557,49 @@ async def test_connection_refused_is_retried_then_unavailable() -> None:
 
 
 @pytest.mark.anyio
-async def test_server_echoing_the_key_in_a_5xx_body_does_not_leak_it(fake: FakeOpenAI) -> None:
+async def test_server_echoing_the_key_in_a_5xx_body_does_not_leak_it(
+    fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
     fake.enqueue(openai_error(500, f"upstream rejected key {API_KEY}", type="server_error"))
     with pytest.raises(ModelUnavailableError) as caught:
         await collect(make_model(fake, max_retries=0))
-    assert API_KEY not in str(caught.value)
-    assert "[redacted]" in str(caught.value)
+    assert API_KEY not in str(caught.value) and API_KEY not in caplog.text
+    assert "upstream rejected key [redacted]" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_a_provider_error_body_stays_in_the_log(
+    fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.enqueue(
+        openai_error(
+            500,
+            "internal failure at db-7.internal:5432",
+            type="server_error",
+            headers={"Retry-After": "2"},
+        )
+    )
+    with pytest.raises(ModelUnavailableError) as caught:
+        await collect(make_model(fake, max_retries=0))
+    assert caught.value.message == (
+        "openai answered HTTP 500: it failed on its side; try again in 2 s"
+    )
+    assert "db-7.internal:5432" in caplog.text  # the operator still sees the cause
+    assert all(r.name == "agentkeel.models._http" for r in caplog.records if "db-7" in r.message)
+
+
+@pytest.mark.anyio
+async def test_a_connection_failure_names_no_address(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    model = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    with pytest.raises(ModelUnavailableError) as caught:
+        await collect(model)
+    assert caught.value.message == (
+        "openai connection failed before an answer arrived (ConnectError); try again later"
+    )
+    assert "ConnectError" in caught.value.message and "connection failed" in caplog.text
 
 
 # --- the shared HTTP plumbing (models/_http.py) ----------------------------------------

@@ -121,3 +121,19 @@ async def test_the_last_checkpoint_takes_its_folder_with_it(tmp_path: Path) -> N
 async def test_a_string_key_is_a_type_error_that_says_what_to_pass(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"pass SessionKey\.parse\('def:ctx'\)"):
         await LocalFileStorage(tmp_path).load("def:ctx")  # type: ignore[arg-type]
+
+
+async def test_any_run_is_found_in_a_long_runs_file(tmp_path: Path) -> None:
+    """get_run reads the end of runs.jsonl first, and the whole file only when it must."""
+    storage = LocalFileStorage(tmp_path)
+    records = [
+        RunRecord(run_id=f"run-{n}", status="completed", input="x" * 1000, started_at=n)
+        for n in range(200)
+    ]
+    for record in records:
+        await storage.put_run(KEY, record)
+    assert (storage.path(KEY) / "runs.jsonl").stat().st_size > 3 * 65536
+    restarted = LocalFileStorage(tmp_path)
+    for index in (0, 1, 120, 150, 199):
+        assert await restarted.get_run(KEY, f"run-{index}") == records[index]
+    assert await restarted.get_run(KEY, "run-200") is None

@@ -216,7 +216,11 @@ function InterruptPanel({
       <section className="interrupt" aria-labelledby={headingId}>
         <h2 id={headingId}>Approval needed</h2>
         <p>
-          The agent wants to run <code>{tool}</code>.{interrupt.prompt ? ` ${interrupt.prompt}` : ""}
+          The agent wants to run <code>{tool}</code>:
+        </p>
+        {/* the server's account of the call (the tool's describe text or its input, secrets hidden) */}
+        <p className="interrupt-prompt" data-testid="interrupt-prompt">
+          {interrupt.prompt ?? `Run ${tool}`}
         </p>
         <div className="actions">
           <button type="button" ref={first} className="approve" onClick={() => onDecide({ approved: true })}>

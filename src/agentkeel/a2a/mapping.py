@@ -178,9 +178,11 @@ def interrupt_message(task_id: str, context_id: str, interrupt: JSONObject) -> M
     """The status message of a task waiting for a person: the question and its interrupt."""
     prompt = interrupt.get("prompt")
     tool = interrupt.get("tool")
+    approval = interrupt.get("kind") == "approval"
     if isinstance(prompt, str) and prompt:
-        question = prompt
-    elif interrupt.get("kind") == "approval":
+        # An approval's prompt says what the call will do; the person answers yes or no.
+        question = f"{prompt}\nApprove? Answer yes or no." if approval else prompt
+    elif approval:
         question = f"Approve the call of the tool {tool}? Answer yes or no."
     else:
         question = "Input is needed to continue."

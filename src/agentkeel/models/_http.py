@@ -10,7 +10,9 @@ lives here, so that every provider retries, times out and reports failures the s
   ``Retry-After`` (seconds or an HTTP-date) or ``retry-after-ms``.
 - An HTTP status becomes a typed `ModelError`; a body that says the prompt no longer
   fits becomes `ContextOverflowError`, which a conversation manager can act on.
-- Every error message is scrubbed of the credentials, whatever the server echoed back.
+- An error's message is ours (provider, status, whether and when to try again): it is
+  what a client sees. The provider's own body goes to the log only, scrubbed of the
+  credentials, whatever the server echoed back.
 """
 
 from __future__ import annotations
@@ -173,57 +175,99 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_DETAIL else text[:_MAX_DETAIL] + "…"
 
 
+def _log_answer(provider: str, what: str, detail: str, secrets: Sequence[str]) -> None:
+    """Put the provider's own words in the server log: the only place they go."""
+    logger.warning(
+        "provider=<%s> | %s: %s", provider, what, redact(_shorten(detail), secrets) or "(empty)"
+    )
+
+
+def _wait_advice(retry_after: float | None) -> str:
+    if retry_after is None:
+        return "try again later"
+    return f"try again in {max(1, round(retry_after))} s"
+
+
 def error_for_status(
-    status: int, body: str, *, provider: str, secrets: Sequence[str] = ()
+    status: int,
+    body: str,
+    *,
+    provider: str,
+    secrets: Sequence[str] = (),
+    retry_after: float | None = None,
 ) -> ModelError:
-    """The typed error for an HTTP error answer.
+    """The typed error for an HTTP error answer, with a message of ours.
+
+    The message names the provider and the status and says whether trying again may
+    help; the provider's body goes to the log only (it may name internal hosts, echo
+    the request, or carry a credential), so nothing a provider writes reaches a client.
 
     Args:
         status: The HTTP status code.
         body: The response body as text (JSON error bodies are understood).
         provider: The provider's name, for the message.
-        secrets: Strings to scrub from the message.
+        secrets: Strings to scrub from the logged body.
+        retry_after: The wait the provider asked for, in seconds, for the advice.
     """
     kind, detail = _error_detail(body)
-    text = redact(f"{provider} returned HTTP {status}: {_shorten(detail)}", secrets)
+    _log_answer(provider, f"HTTP {status} answer", f"{kind} {detail}".strip(), secrets)
+    where = f"{provider} answered HTTP {status}"
     if status in (401, 403):
+        text = f"{where}: it refused the credentials; check the API key and its permissions"
         return ModelAuthError(text, status_code=status)
     if status == 429:
+        if "insufficient_quota" in f"{kind} {detail}":
+            text = f"{where}: the account's quota is used up; check its plan and billing"
+        else:
+            text = f"{where}: it is limiting the request rate; {_wait_advice(retry_after)}"
         return ModelRateLimitError(text, status_code=status)
     if status == 408 or status >= 500:
+        text = f"{where}: it failed on its side; {_wait_advice(retry_after)}"
         return ModelUnavailableError(text, status_code=status)
     if 400 <= status < 500:
         if is_context_overflow(f"{kind} {detail}"):
+            text = (
+                f"{where}: the conversation no longer fits the model's context window; "
+                "shorten it (a conversation manager can trim it)"
+            )
             return ContextOverflowError(text, status_code=status)
+        text = f"{where}: it rejected the request; retrying it unchanged will not help"
         return ModelBadRequestError(text, status_code=status)
-    return ModelError(text, status_code=status)
+    return ModelError(f"{where}, which is not a usable answer", status_code=status)
 
 
 def error_for_kind(
     kind: str, message: str, *, provider: str, secrets: Sequence[str] = ()
 ) -> ModelError:
-    """The typed error for an error a provider reported inside a stream.
+    """The typed error for an error a provider reported inside a stream, in our words.
+
+    As for `error_for_status`, the vendor's own message goes to the log only.
 
     Args:
         kind: The vendor's error type and/or code (``overloaded_error``,
             ``rate_limit_exceeded``, ``context_length_exceeded``...).
         message: The vendor's message.
         provider: The provider's name, for the message.
-        secrets: Strings to scrub from the message.
+        secrets: Strings to scrub from the logged message.
     """
-    text = redact(f"{provider} stream error ({kind or 'unknown'}): {_shorten(message)}", secrets)
+    _log_answer(provider, f"stream error ({kind or 'unknown'})", message, secrets)
+    where = f"{provider} reported an error in its answer"
     lowered = kind.lower()
     if is_context_overflow(f"{kind} {message}"):
-        return ContextOverflowError(text)
+        return ContextOverflowError(
+            f"{where}: the conversation no longer fits the model's context window; shorten it"
+        )
     if "auth" in lowered or "permission" in lowered or "api_key" in lowered:
-        return ModelAuthError(text)
+        return ModelAuthError(f"{where}: it refused the credentials; check the API key")
     if "rate_limit" in lowered or "quota" in lowered:
-        return ModelRateLimitError(text)
+        return ModelRateLimitError(f"{where}: it is limiting the request rate; try again later")
     if any(word in lowered for word in ("overloaded", "server_error", "api_error", "timeout")):
-        return ModelUnavailableError(text)
+        return ModelUnavailableError(f"{where}: it failed on its side; try again later")
     if any(word in lowered for word in ("invalid_request", "not_found", "too_large")):
-        return ModelBadRequestError(text)
-    return ModelError(text)
+        return ModelBadRequestError(
+            f"{where}: it rejected the request; retrying it unchanged will not help"
+        )
+    return ModelError(f"{where}; the server log has the details")
 
 
 async def _error_answer(
@@ -232,7 +276,11 @@ async def _error_answer(
     """The typed error for an error answer, and whether trying again may help."""
     text = (await response.aread()).decode("utf-8", errors="replace")
     error = error_for_status(
-        response.status_code, text, provider=endpoint.provider, secrets=endpoint.secrets
+        response.status_code,
+        text,
+        provider=endpoint.provider,
+        secrets=endpoint.secrets,
+        retry_after=parse_retry_after(response.headers),
     )
     # An empty account does not refill by waiting (OpenAI answers 429 for both).
     return error, error.retryable and "insufficient_quota" not in text
@@ -309,6 +357,8 @@ def _transport_error(
     endpoint: HTTPEndpoint, exc: httpx.HTTPError, *, mid_stream: bool
 ) -> ModelUnavailableError:
     where = "while streaming the answer" if mid_stream else "before an answer arrived"
-    reason = str(exc) or type(exc).__name__
-    message = f"{endpoint.provider} connection failed {where}: {type(exc).__name__}: {reason}"
-    return ModelUnavailableError(redact(message, endpoint.secrets))
+    # The reason may name hosts and addresses: the log gets it, the message only its kind.
+    _log_answer(endpoint.provider, f"connection failed {where}", str(exc), endpoint.secrets)
+    advice = "" if mid_stream else "; try again later"
+    message = f"{endpoint.provider} connection failed {where} ({type(exc).__name__}){advice}"
+    return ModelUnavailableError(message)

@@ -16,16 +16,18 @@ member that ran last.
 `SwarmMemory` keeps and saves the swarm's position, `SwarmLoop` runs the members, and
 the Swarm offers the surface a server uses on an Agent (`restore`, `invoke_async`,
 `resume_async`, `busy`, `cancel`, `pending_interrupts`, `name`, `description`, `tools`,
-`hooks` for BeforeRunEvent).
+`hooks` for BeforeRunEvent). Its blocking methods run on one event loop kept for the
+swarm's life (`Portal`, as on an Agent); `close()` stops it.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
+from types import TracebackType
 
 import anyio
 
+from agentkeel._portal import Portal, RunStream, in_event_loop, stream_run
 from agentkeel.agent import Agent
 from agentkeel.context import RunContext
 from agentkeel.errors import (
@@ -33,7 +35,7 @@ from agentkeel.errors import (
     InterruptNotFoundError,
     InterruptPendingError,
     InvalidRequestError,
-    RunInProgressError,
+    RestoreRequiredError,
 )
 from agentkeel.events import RunEvent
 from agentkeel.hooks.events import BeforeRunEvent
@@ -120,6 +122,12 @@ class Swarm:
         self._loop: SwarmLoop | None = None
         self._cancelled = False
         self._lock = anyio.Lock()
+        self._portal = Portal(
+            "agentkeel-swarm",
+            refuse_in_loop="a synchronous Swarm call cannot run inside an event loop; "
+            "use await swarm.invoke_async(...) or swarm.resume_async(...)",
+        )
+        self._portal.bind(self)
 
     # -- the surface the server uses ----------------------------------------------------
 
@@ -170,7 +178,22 @@ class Swarm:
 
     @property
     def pending_interrupts(self) -> tuple[Interrupt, ...]:
-        """Interrupts of the suspended member (call `restore` first after a restart)."""
+        """Interrupts of the suspended member, also of a run suspended before a restart.
+
+        As on an Agent: with a session attached, outside an event loop this loads the
+        session first; inside one, until ``await swarm.restore()`` (or a first run) it
+        raises `RestoreRequiredError` rather than answer an empty tuple that may be wrong.
+
+        Raises:
+            RestoreRequiredError: In async code, before the session was restored.
+        """
+        if self._memory.session is not None and not self._memory.restored:
+            if in_event_loop():
+                raise RestoreRequiredError(
+                    "the swarm's session is not loaded yet, so its pending interrupts are "
+                    "unknown: call `await swarm.restore()` first"
+                )
+            self._portal.call(self.restore)
         return self._memory.pending_interrupts
 
     @property
@@ -192,8 +215,8 @@ class Swarm:
         await self._memory.restore()
 
     def __call__(self, prompt: str | Message) -> SwarmResult:
-        """Run one turn synchronously (outside an event loop)."""
-        return _run_sync(lambda: self.invoke_async(prompt))
+        """Run one turn synchronously (outside an event loop), on the swarm's own loop."""
+        return self._portal.call(self.invoke_async, prompt)
 
     async def invoke_async(
         self,
@@ -210,13 +233,20 @@ class Swarm:
 
     def stream(
         self, prompt: str | Message, *, invocation_state: InvocationState | None = None
-    ) -> AsyncIterator[SwarmStreamItem]:
+    ) -> RunStream[SwarmStreamItem]:
         """Run one turn, yielding the members' events and then the SwarmResult."""
-        return self._stream(prompt, None, invocation_state)
+        items = self._stream(prompt, None, invocation_state)
+        return RunStream(items, owner="Swarm", method="stream")
+
+    def stream_sync(
+        self, prompt: str | Message, *, invocation_state: InvocationState | None = None
+    ) -> Iterator[SwarmStreamItem]:
+        """The blocking form of `stream`, for plain ``for`` outside an event loop."""
+        return self._portal.iterate(self._stream(prompt, None, invocation_state))
 
     def resume(self, interrupt_id: str, decision: Decision) -> SwarmResult:
         """Answer a pending interrupt synchronously and continue the swarm run."""
-        return _run_sync(lambda: self.resume_async(interrupt_id, decision))
+        return self._portal.call(self.resume_async, interrupt_id, decision)
 
     async def resume_async(
         self,
@@ -236,9 +266,35 @@ class Swarm:
         decision: Decision,
         *,
         invocation_state: InvocationState | None = None,
-    ) -> AsyncIterator[SwarmStreamItem]:
+    ) -> RunStream[SwarmStreamItem]:
         """Streaming form of `resume_async`."""
-        return self._stream(None, (interrupt_id, decision), invocation_state)
+        items = self._stream(None, (interrupt_id, decision), invocation_state)
+        return RunStream(items, owner="Swarm", method="resume_stream")
+
+    def resume_stream_sync(
+        self,
+        interrupt_id: str,
+        decision: Decision,
+        *,
+        invocation_state: InvocationState | None = None,
+    ) -> Iterator[SwarmStreamItem]:
+        """The blocking form of `resume_stream`."""
+        return self._portal.iterate(self._stream(None, (interrupt_id, decision), invocation_state))
+
+    def close(self) -> None:
+        """Stop the event loop thread of the blocking methods; the async ones still work."""
+        self._portal.close()
+
+    def __enter__(self) -> Swarm:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def cancel(self) -> bool:
         """Cancel the swarm run in progress; False when nothing was running.
@@ -255,23 +311,18 @@ class Swarm:
 
     # -- the run ------------------------------------------------------------------------
 
-    async def _stream(
+    def _stream(
         self,
         prompt: str | Message | None,
         resume: tuple[str, Decision] | None,
         invocation_state: InvocationState | None,
-    ) -> AsyncIterator[SwarmStreamItem]:
-        send, receive = anyio.create_memory_object_stream[SwarmStreamItem](math.inf)
+    ) -> AsyncGenerator[SwarmStreamItem, None]:
+        state = invocation_state
 
-        async def produce() -> None:
-            async with send:
-                result = await self._execute(prompt, resume, invocation_state, send.send_nowait)
-                send.send_nowait(result)
+        async def run(emit: Callable[[SwarmStreamItem], None]) -> SwarmStreamItem:
+            return await self._execute(prompt, resume, state, emit)
 
-        async with anyio.create_task_group() as group, receive:
-            group.start_soon(produce)
-            async for item in receive:
-                yield item
+        return stream_run(run)
 
     async def _execute(
         self,
@@ -389,20 +440,3 @@ def _answers(interrupt: Interrupt, decision: Decision) -> bool:
 
 def _ignore(event: RunEvent) -> None:
     del event
-
-
-def _run_sync(call: Callable[[], Awaitable[SwarmResult]]) -> SwarmResult:
-    try:
-        anyio.get_current_task()
-    except RuntimeError:
-        pass
-    else:
-        raise RunInProgressError(
-            "a synchronous Swarm call cannot run inside an event loop; "
-            "use await swarm.invoke_async(...) or swarm.resume_async(...)"
-        )
-
-    async def main() -> SwarmResult:
-        return await call()
-
-    return anyio.run(main)

@@ -62,21 +62,41 @@ def _read_legacy_run(path: Path) -> RunRecord | None:
     return None if document is None else _decode_run(document, path)
 
 
+def _search(raw: bytes, run_id: str, path: Path, *, whole: bool) -> RunRecord | None:
+    """The last record of `run_id` among the whole lines of `raw`.
+
+    Unless `whole`, `raw` is the end of the file and its first line may be cut: a match
+    there does not count.
+    """
+    needle = b'"run_id":' + _fs.dumps_json(run_id) + b","
+    end = raw.rfind(b"\n") + 1
+    at = raw.rfind(needle, 0, end)
+    while at >= 0:
+        start = raw.rfind(b"\n", 0, at) + 1
+        if start == 0 and not whole:
+            return None
+        record = _decode_run(_decode_object(raw[start : raw.find(b"\n", at)], path), path)
+        if record.run_id == run_id:  # the needle could sit inside another field
+            return record
+        at = raw.rfind(needle, 0, start)
+    return None
+
+
 def find_run(folder: Path, encoded_id: str, run_id: str) -> RunRecord | None:
-    """The last record of `run_id` in runs.jsonl, else 0.1.0's ``runs/<runId>.json``."""
+    """The last record of `run_id` in runs.jsonl, else 0.1.0's ``runs/<runId>.json``.
+
+    The end of the file is read first: the run asked for is nearly always a recent one,
+    and a long conversation's file is not read whole for it.
+    """
     path = folder / RUNS_FILE
-    raw = _fs.read_bytes(path)
-    if raw is not None:
-        needle = b'"run_id":' + _fs.dumps_json(run_id) + b","
-        end = raw.rfind(b"\n") + 1
-        at = raw.rfind(needle, 0, end)
-        while at >= 0:
-            start = raw.rfind(b"\n", 0, at) + 1
-            stop = raw.find(b"\n", at)
-            record = _decode_run(_decode_object(raw[start:stop], path), path)
-            if record.run_id == run_id:  # the needle could sit inside another field
-                return record
-            at = raw.rfind(needle, 0, start)
+    tail = _fs.read_tail(path, _TAIL_READ)
+    if tail is not None:
+        whole = len(tail) < _TAIL_READ
+        found = _search(tail, run_id, path, whole=whole)
+        if found is None and not whole:
+            found = _search(_fs.read_bytes(path) or b"", run_id, path, whole=True)
+        if found is not None:
+            return found
     return _read_legacy_run(folder / LEGACY_RUNS_DIR / f"{encoded_id}.json")
 
 

@@ -289,12 +289,20 @@ class LocalFileStorage:
     async def put_task(
         self, index: SessionKey, task_id: str, context_id: str, document: JSONObject
     ) -> None:
-        """Append the task to the index's tasks.jsonl, unsynced (TaskIndexStorage)."""
+        """Append the task to the index's tasks.jsonl, unsynced (TaskIndexStorage).
+
+        The append is one small ``write`` to the page cache with no fsync, made on the
+        event loop: a worker-thread hop would put the put, and so a stream's first
+        frame, in the queue behind every fsync the thread pool is busy with.
+        """
         require_key(index, "put_task")
         line = encode_json({"task": task_id, "context": context_id, "doc": document}, "task")
         async with self._lock(index):
             tasks = await self._task_index(index)
-            await self._call(None, self._append_tasks_sync, index, tasks, [line])
+            try:
+                self._append_tasks_sync(index, tasks, [line])
+            except OSError as exc:
+                raise StorageError(f"session storage I/O failed: {exc}") from exc
             tasks.apply({"task": task_id, "context": context_id, "doc": document})
 
     async def get_task(self, index: SessionKey, task_id: str) -> JSONObject | None:

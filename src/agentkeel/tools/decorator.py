@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, cast, overload
 
@@ -25,7 +25,7 @@ from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.models.base import ToolSpec
 from agentkeel.state import AgentState, InvocationState, SharedState
 
-__all__ = ["Tool", "ToolInputError", "tool"]
+__all__ = ["Describe", "Tool", "ToolInputError", "tool"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _Injected = Literal["context", "state", "invocation_state", "shared_state"]
@@ -36,6 +36,8 @@ _INJECTED_TYPES: dict[object, _Injected] = {
     SharedState: "shared_state",
 }
 ToolFunction: TypeAlias = Callable[..., object]
+Describe: TypeAlias = Callable[[JSONObject], str]
+"""Says in words what one call will do, from its input (secret inputs already hidden)."""
 
 
 class ToolInputError(ValueError):
@@ -54,6 +56,10 @@ class Tool:
     """Suspend the run for a human decision before every call of this tool."""
     timeout: float | None = None
     """Seconds one call may take; None means the agent's default."""
+    describe: Describe | None = None
+    """What an approval prompt says the call will do; None shows the input as JSON."""
+    secret: frozenset[str] = frozenset()
+    """Inputs never shown to a person: hidden in approval prompts and their frames."""
     _validator: type[pydantic.BaseModel] = field(repr=False)
     _injected: dict[str, _Injected] = field(repr=False, default_factory=dict)
 
@@ -136,10 +142,14 @@ def _build(
     description: str | None,
     requires_approval: bool,
     timeout: float | None,
+    describe: Describe | None,
+    secret: frozenset[str],
 ) -> Tool:
     tool_name = name or function.__name__
     if not _NAME.fullmatch(tool_name):
         raise ConfigurationError(f"tool name {tool_name!r} must match {_NAME.pattern}")
+    if describe is not None and not callable(describe):
+        raise ConfigurationError(f"tool {tool_name!r}: describe must be a function of the input")
     summary, arg_docs = _describe(function)
     hints = typing.get_type_hints(function)
     fields: dict[str, typing.Any] = {}
@@ -155,6 +165,11 @@ def _build(
         fields[parameter.name] = (
             annotation,
             pydantic.Field(default, description=arg_docs.get(parameter.name)),
+        )
+    unknown = sorted(secret - fields.keys())
+    if unknown:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: secret names {', '.join(unknown)}, which are not its inputs"
         )
     validator = pydantic.create_model(
         f"{tool_name}_input",
@@ -175,6 +190,8 @@ def _build(
         function=function,
         requires_approval=requires_approval,
         timeout=timeout,
+        describe=describe,
+        secret=secret,
         _validator=validator,
         _injected=injected,
     )
@@ -191,6 +208,8 @@ def tool(
     description: str | None = None,
     requires_approval: bool = False,
     timeout: float | None = None,
+    describe: Describe | None = None,
+    secret: Iterable[str] = (),
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -202,6 +221,8 @@ def tool(
     description: str | None = None,
     requires_approval: bool = False,
     timeout: float | None = None,
+    describe: Describe | None = None,
+    secret: Iterable[str] = (),
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a typed function (sync or async) into a Tool.
 
@@ -213,7 +234,16 @@ def tool(
         description: What the model is told; defaults to the docstring's summary.
         requires_approval: Suspend the run for a human decision before every call.
         timeout: Seconds one call may take, overriding the agent's default.
+        describe: Says what a call will do, for the person approving it:
+            ``describe=lambda args: f"Delete {args['path']}"``. It gets the call's JSON
+            input with the secret inputs hidden; without it the prompt shows the input.
+            Used whenever the call needs approval, also through ``Agent(approve=...)``.
+        secret: Names of inputs never shown to a person (a password, a token): hidden
+            in approval prompts, in `describe`'s view of the input and in the frames.
     """
+    if isinstance(secret, str):
+        raise ConfigurationError("secret takes a list of input names, not one string")
+    hidden = frozenset(secret)
 
     def decorate(fn: ToolFunction) -> Tool:
         return _build(
@@ -222,6 +252,8 @@ def tool(
             description=description,
             requires_approval=requires_approval,
             timeout=timeout,
+            describe=describe,
+            secret=hidden,
         )
 
     if function is not None:

@@ -50,7 +50,7 @@ DEMO_DESCRIPTION = (
 """What clients listing agents are told about the demo agent."""
 
 
-@tool(requires_approval=True)
+@tool(requires_approval=True, describe=lambda args: f"Delete the file {args.get('path')}")
 async def delete_file(path: str) -> str:
     """Delete a file; a person must approve every call first.
 

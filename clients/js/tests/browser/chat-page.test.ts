@@ -180,6 +180,10 @@ describe.skipIf(skip !== undefined)("the chat page", () => {
     await panel.waitFor();
     await expect.poll(() => status().textContent()).toBe("Waiting for you");
     expect(await panel.textContent()).toContain("delete_file");
+    // the person sees what will happen, not just the tool's name
+    expect(await panel.getByTestId("interrupt-prompt").textContent()).toBe(
+      "Run delete_file: Delete the file notes.txt",
+    );
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Approve");
     expect(await message().getAttribute("placeholder")).toContain("Answer the request above first");
     await screenshot("approval-asked");
@@ -198,6 +202,9 @@ describe.skipIf(skip !== undefined)("the chat page", () => {
     await say("Delete todo.txt");
     const panel = page.getByRole("region", { name: "Approval needed" });
     await panel.waitFor();
+    expect(await panel.getByTestId("interrupt-prompt").textContent()).toBe(
+      "Run delete_file: Delete the file todo.txt",
+    );
     await panel.getByLabel("Reason for rejecting (optional)").fill("I still need it");
     await screenshot("rejection-typed");
     await panel.getByRole("button", { name: "Reject" }).click();
