@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -49,6 +50,7 @@ from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.runs import ServerRuntime
+from agentkeel.server.sweeper import RetentionSweeper
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -148,8 +150,12 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     framework = source if isinstance(source, Framework) else load_framework(source)
     runtime = ServerRuntime(_observed(framework))
     settings = framework.server
-    if framework.retention.runs is not None or framework.retention.idle_sessions is not None:
-        logger.warning("retention.runs and retention.idleSessions are not enforced yet")
+    sweeper = RetentionSweeper(
+        framework.storage,
+        framework.retention,
+        delete_context=runtime.delete_context,
+        on_swept=lambda kind, count: runtime.metrics.swept.inc(kind, amount=count),
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -157,8 +163,10 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         storage = runtime.framework.storage
         await storage.open()  # connect and migrate before the first request
         try:
-            async with runtime.running():
+            async with runtime.running(), anyio.create_task_group() as sweeping:
+                sweeping.start_soon(sweeper.run_forever)  # retention, on a tick of its own
                 yield
+                sweeping.cancel_scope.cancel()
         finally:
             await storage.close()
 
@@ -191,6 +199,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         exception_handlers={HTTPException: _http_error},
     )
     app.state.runtime = runtime
+    app.state.sweeper = sweeper
     return app
 
 

@@ -40,7 +40,7 @@ from agentkeel.errors import StorageError
 from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
-from agentkeel.storage import _records, _session_files
+from agentkeel.storage import _file_retention, _records, _session_files
 from agentkeel.storage._history import (
     Tail,
     encode_json,
@@ -334,6 +334,20 @@ class LocalFileStorage:
                 path = self.path(index) / _records.TASKS_FILE
                 await self._call(None, _fs.atomic_write_bytes, path, tasks.compacted())
             return count
+
+    # -- retention (RetentionStorage; `_file_retention` walks the folders) ---------------
+
+    async def sweep_runs(self, before: float, limit: int) -> int:
+        """Drop up to `limit` run records that ended before `before`."""
+        return await self._call(None, _file_retention.sweep_runs, self.directory, before, limit)
+
+    async def sweep_frames(self, before: float, limit: int) -> int:
+        """Delete up to `limit` frames files written before `before`."""
+        return await self._call(None, _file_retention.sweep_frames, self.directory, before, limit)
+
+    async def idle_sessions(self, before: float, limit: int) -> list[SessionKey]:
+        """Sessions whose folder did not change since `before`, and not protected."""
+        return await self._call(None, _file_retention.idle_sessions, self.directory, before, limit)
 
     # -- plumbing ----------------------------------------------------------------------
 

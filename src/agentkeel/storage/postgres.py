@@ -35,6 +35,7 @@ from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot
 from agentkeel.storage.guard import check_commit
 from agentkeel.storage.postgres_extras import PostgresCapabilities
 from agentkeel.storage.postgres_pool import Row, redact, text_key, who
+from agentkeel.storage.postgres_retention import PostgresRetention
 
 if TYPE_CHECKING:
     from agentkeel.checkpoint.postgres import PostgresCheckpointer
@@ -44,7 +45,7 @@ __all__ = ["PostgresStorage", "from_url", "redact", "text_key"]
 _OWN_PARAMETERS = ("schema", "prepare_threshold", "pool_size")
 
 
-class PostgresStorage(PostgresCapabilities):
+class PostgresStorage(PostgresCapabilities, PostgresRetention):
     """A SessionStorage (with every optional capability) in one PostgreSQL schema.
 
     Args:

@@ -126,6 +126,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        2,
+        "retention: a sweeper's claim on an idle session, runs by status",
+        (
+            "ALTER TABLE {s}.sessions ADD COLUMN sweep_claimed_at double precision",
+            "CREATE INDEX runs_session_status ON {s}.runs (session_id, status)",
+        ),
+    ),
 )
 """Every migration, oldest first; the last one's version is what this code writes."""
 
