@@ -1,7 +1,7 @@
 """Retention on LocalFileStorage: the blocking folder walks, run in worker threads.
 
-A session folder is idle when no file in it changed since the cutoff (its newest
-mtime); one whose latest run is running or suspended is never named. Expired run
+A session folder is idle when its history, state and metadata files did not change
+since the cutoff; one whose latest run is running or suspended is never named. Expired run
 records are dropped by rewriting ``runs.jsonl`` atomically with the lines that stay, in
 their order (the last line still names the latest run). Old frames are one file each.
 """
@@ -19,7 +19,12 @@ from agentkeel.ids import decode_path_segment
 from agentkeel.keys import SessionKey
 from agentkeel.storage import _records
 from agentkeel.storage._history import encode_json
-from agentkeel.storage._session_files import FRAMES_FILE, MESSAGES_FILE, SESSION_FILE
+from agentkeel.storage._session_files import (
+    FRAMES_FILE,
+    MESSAGES_FILE,
+    SESSION_FILE,
+    STATE_FILE,
+)
 from agentkeel.storage.base import RunRecord
 from agentkeel.storage.retention import PROTECTED_STATUSES
 
@@ -53,10 +58,16 @@ def _session(folder: Path, principal: str | None) -> Iterator[tuple[SessionKey, 
 
 
 def _newest_change(folder: Path) -> float:
+    """When the conversation last changed: its history, state or metadata.
+
+    Run records and frames are left out, as a sweep rewrites those.
+    """
     newest = 0.0
-    for entry in os.scandir(folder):
-        if entry.is_file():
-            newest = max(newest, entry.stat().st_mtime)
+    for name in (SESSION_FILE, MESSAGES_FILE, STATE_FILE):
+        try:
+            newest = max(newest, os.stat(folder / name).st_mtime)
+        except FileNotFoundError:
+            continue
     return newest
 
 

@@ -1,9 +1,9 @@
 """RetentionStorage: the optional capability a retention sweeper needs (SPEC 5 ``retention``).
 
-A backend with it can drop run records that ended before a time, retained frames written
-before a time, and name the sessions not updated since a time that may be deleted whole:
-never one whose latest run is still running or suspended (a suspended run waits for a
-human; its checkpoint must survive). Deleting those sessions is the sweeper's, through
+A backend with it can drop run records that ended before a time, retained frames
+written before a time, and name the sessions not updated since a time that may be
+deleted whole: never one whose latest run is suspended (it waits for a human; its
+checkpoint must survive). Deleting those sessions is the sweeper's, through
 the same path as ``DELETE`` (so a swarm's members, checkpoints and A2A tasks go too).
 
 Each call handles at most `limit` items, so a sweep is made of bounded batches. A
@@ -19,8 +19,12 @@ from agentkeel.keys import SessionKey
 
 __all__ = ["PROTECTED_STATUSES", "RetentionStorage"]
 
-PROTECTED_STATUSES = ("running", "suspended")
-"""A run in one of these keeps its record, and its session, from every sweep."""
+PROTECTED_STATUSES = ("suspended",)
+"""A latest run in one of these keeps its record, and its session, from every sweep.
+
+A turn that is running has no record yet: the server's DELETE path refuses its context
+(RunInProgressError), and the sweeper leaves it.
+"""
 
 
 @runtime_checkable
