@@ -33,6 +33,7 @@ from agentkeel.errors import (
     SharedAgentError,
     StateValueError,
     StorageError,
+    StorageUnavailableError,
 )
 from agentkeel.events import (
     ErrorEvent,
@@ -121,6 +122,7 @@ __all__ = [
     "StatusEvent",
     "StepEvent",
     "StorageError",
+    "StorageUnavailableError",
     "StreamItem",
     "Swarm",
     "SwarmResult",
