@@ -116,7 +116,8 @@ async def bench_postgres(
         ratio = _median_ms(saves[sizes[-1]]) / _median_ms(saves[sizes[0]])
         verdict = "ok" if ratio <= 1.3 else "MISSED"
         print(
-            f"    ratio save@{sizes[-1]:,} / save@{sizes[0]} = {ratio:.2f} (target <= 1.3: {verdict})"
+            f"    ratio save@{sizes[-1]:,} / save@{sizes[0]} = {ratio:.2f}"
+            f" (target <= 1.3: {verdict})"
         )
         print(f"  round trips per save (append), median: {statistics.median(trips):.0f}")
         with psycopg.connect(url) as conn:
