@@ -4,11 +4,12 @@ Installed by the ``postgres`` extra (psycopg 3 and psycopg_pool), raw SQL, no OR
 pool, its lifecycle and the migrations are `postgres_pool`'s (opened in the server's
 lifespan, never in a constructor); the optional capabilities are `postgres_extras`'s.
 
-Saving a turn is one transaction of two statements: the session row is locked (created
-when new) and its version and fence checked with the same `check_commit` as every other
-backend, then the turn's messages are inserted one row each and the row's version,
-fence, count and state updated in one statement. It never reads the history, so its
-cost does not grow with it (guarantee 8). A stale writer updates nothing and gets
+Saving a turn to a saved session is one statement (one round trip): an ``UPDATE`` whose
+``WHERE`` checks the expected version and the fencing token, with a data-modifying CTE
+that inserts the turn's messages one row each. When it updates nothing (a new session,
+or a refused write) a transaction locks or creates the row and checks it with the same
+`check_commit` as every other backend. It never reads the history, so its cost does not
+grow with it (guarantee 8). A stale writer updates nothing and gets
 ConcurrentWriteError (guarantee 10). Deleting a session is one ``DELETE`` of its row;
 every other table cascades from it, so nothing of it survives (guarantee 13).
 
@@ -136,10 +137,42 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
         expected_version: int | None = None,
         fence: int | None = None,
     ) -> int:
-        """Append one turn in one transaction; the history is never read."""
+        """Append one turn in one transaction; the history is never read.
+
+        A saved session whose version and fence let the write through takes one
+        statement (one round trip); a new session, or a write the checks refuse, takes
+        the locking transaction, which creates the row or raises ConcurrentWriteError.
+        """
         require_key(key, "append")
         bodies = [line.decode("utf-8") for line in encode_messages(messages)]
         encoded_state = None if state is None else encode_json(state).decode("utf-8")
+        fast = await self._one(
+            "WITH moved AS (UPDATE {s}.sessions SET"
+            "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
+            "    AND state::text IS DISTINCT FROM %(state)s::text) THEN 1 ELSE 0 END,"
+            "  state = coalesce(%(state)s::json, state),"
+            "  message_count = message_count + %(n)s,"
+            "  fence = greatest(fence, coalesce(%(fence)s::bigint, 0)), updated_at = %(now)s"
+            " WHERE principal = %(p)s AND definition = %(d)s AND context_id = %(c)s AND saved"
+            "  AND (%(fence)s::bigint IS NULL OR fence <= %(fence)s::bigint)"
+            "  AND (%(expected)s::bigint IS NULL OR version = %(expected)s::bigint)"
+            " RETURNING id, message_count - %(n)s AS base, version),"
+            " added AS (INSERT INTO {s}.messages (session_id, seq, body)"
+            "  SELECT moved.id, moved.base + n.ord, n.body::json"
+            "  FROM moved, unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord))"
+            " SELECT version FROM moved",
+            dict(
+                zip(("p", "d", "c"), who(key), strict=True),
+                bodies=bodies,
+                n=len(bodies),
+                state=encoded_state,
+                fence=fence,
+                expected=expected_version,
+                now=time.time(),
+            ),  # fmt: skip
+        )
+        if fast is not None:
+            return int(fast[0])
         async with self._connection() as conn, conn.transaction():
             session_id, count, highest = await self._lock(conn, key, expected_version, fence)
             cursor = await conn.execute(

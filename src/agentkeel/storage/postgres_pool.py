@@ -12,7 +12,7 @@ pool replace broken connections by itself.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -208,7 +208,7 @@ class PostgresPool:
         except psycopg.Error as exc:
             raise StorageError(f"storage: PostgreSQL failed: {reason(exc)}") from None
 
-    async def _one(self, text: str, params: Sequence[object]) -> Row | None:
+    async def _one(self, text: str, params: Sequence[object] | Mapping[str, object]) -> Row | None:
         async with self._connection() as conn:
             cursor = await conn.execute(self._sql(text), params)
             return await cursor.fetchone()
