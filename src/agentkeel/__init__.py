@@ -18,6 +18,7 @@ from agentkeel.conversation import (
 )
 from agentkeel.errors import (
     AgentkeelError,
+    BudgetExceededError,
     ConcurrentWriteError,
     ConfigurationError,
     ContextNotFoundError,
@@ -28,6 +29,7 @@ from agentkeel.errors import (
     InvalidContextIdError,
     InvalidRequestError,
     ModelError,
+    OutputInvalidError,
     RestoreRequiredError,
     RunInProgressError,
     SharedAgentError,
@@ -65,8 +67,11 @@ from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
+from agentkeel.tools.toolset import Toolset
+from agentkeel.usage import ModelPrice, TokenBudgets
 
 if TYPE_CHECKING:
+    from agentkeel.mcp import MCPServer
     from agentkeel.server import A2AServer, serve_framework
 
 __all__ = [
@@ -79,6 +84,7 @@ __all__ = [
     "AgentkeelError",
     "Approve",
     "AsyncAgentClient",
+    "BudgetExceededError",
     "CancelRun",
     "Checkpointer",
     "ConcurrentWriteError",
@@ -102,8 +108,11 @@ __all__ = [
     "InvocationState",
     "KeepAllConversationManager",
     "LocalFileStorage",
+    "MCPServer",
     "Message",
     "ModelError",
+    "ModelPrice",
+    "OutputInvalidError",
     "Reject",
     "RestoreRequiredError",
     "RunContext",
@@ -128,11 +137,13 @@ __all__ = [
     "SwarmResult",
     "SwarmSession",
     "ThinkingEvent",
+    "TokenBudgets",
     "TokenEvent",
     "Tool",
     "ToolCallEvent",
     "ToolCallRecord",
     "ToolResultEvent",
+    "Toolset",
     "Usage",
     "interrupt",
     "serve_framework",
@@ -141,6 +152,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
+    if name == "MCPServer":  # needs the optional `mcp` SDK
+        from agentkeel.mcp import MCPServer
+
+        return MCPServer
     """Import the server's names on first use, so `import agentkeel` stays light."""
     if name in ("A2AServer", "serve_framework"):
         import agentkeel.server as server

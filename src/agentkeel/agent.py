@@ -18,10 +18,20 @@ one event loop that lives as long as the Agent, in a thread of its own (`Portal`
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from dataclasses import replace
 from types import TracebackType
+from typing import cast
 
 import anyio
 
@@ -43,13 +53,17 @@ from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Inte
 from agentkeel.loop import LoopOutcome, RunLimits, RunLoop, close_step
 from agentkeel.messages import JSONValue, Message
 from agentkeel.middleware import AgentMiddleware
-from agentkeel.models.base import Model
+from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
+from agentkeel.output import OutputType
 from agentkeel.result import AgentResult, ErrorInfo, RunStatus
 from agentkeel.run_state import RunState
 from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage.base import RunRecord
+from agentkeel.storage.usage import UsageStorage
 from agentkeel.tools.decorator import Tool
+from agentkeel.tools.toolset import Toolset, resolve_tools
+from agentkeel.usage import TokenBudgets, UsageMeter
 
 __all__ = ["Agent", "StreamItem"]
 
@@ -65,7 +79,8 @@ class Agent:
 
     Args:
         model: The model provider (see `agentkeel.models`).
-        tools: Tools the model may call (functions decorated with `@tool`).
+        tools: Tools the model may call: functions decorated with `@tool`, and toolsets
+            whose tools are listed at the start of each run (an `MCPServer`).
         system_prompt: Instructions sent with every model call.
         name: The agent's name (logs, swarm members, the A2A card).
         description: What the agent does, for clients listing agents.
@@ -77,13 +92,20 @@ class Agent:
             before the first run.
         approve: Names of tools that suspend the run for a human approval.
         limits: Step budget and default tool timeout.
+        output_type: The type of the answer (a pydantic model, a dataclass, a
+            TypedDict, a union or a list of them): the run ends with a validated
+            instance in `AgentResult.output`.
+        output_retries: How many invalid answers go back to the model with their
+            validation errors before the run fails with ``output_invalid``; None
+            keeps `limits.output_retries` (1).
+        budgets: Token budgets, checked before every model call.
     """
 
     def __init__(
         self,
         model: Model,
         *,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | Toolset] = (),
         system_prompt: str | None = None,
         name: str = "agent",
         description: str = "",
@@ -94,12 +116,20 @@ class Agent:
         session_manager: SessionManager | None = None,
         approve: Iterable[str] = (),
         limits: RunLimits | None = None,
+        output_type: object = None,
+        output_retries: int | None = None,
+        budgets: TokenBudgets | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise ConfigurationError("model must implement agentkeel.models.Model")
         self.model = model
         self.tools: dict[str, Tool] = {}
+        self.toolsets: list[Toolset] = []
+        """Sources of tools known only at run time (MCP servers)."""
         for item in tools:
+            if isinstance(item, Toolset) and not isinstance(item, Tool):
+                self.toolsets.append(item)
+                continue
             if not isinstance(item, Tool):
                 raise ConfigurationError(
                     f"{item!r} is not a Tool; decorate the function with @tool"
@@ -119,6 +149,22 @@ class Agent:
         self.session_manager = session_manager
         self.approve = frozenset(approve)
         self.limits = limits or RunLimits()
+        if output_retries is not None:
+            if output_retries < 0:
+                raise ConfigurationError("output_retries must not be negative")
+            self.limits = replace(self.limits, output_retries=output_retries)
+        self.output = (
+            output_type
+            if output_type is None or isinstance(output_type, OutputType)
+            else OutputType.of(output_type)
+        )
+        """The prepared output type, or None for a text answer."""
+        if self.output is not None and FINAL_ANSWER_TOOL in self.tools:
+            raise ConfigurationError(
+                f"a tool named {FINAL_ANSWER_TOOL!r} would hide the final answer of "
+                "an agent with an output_type; rename the tool"
+            )
+        self.budgets = budgets or TokenBudgets()
         self.messages: list[Message] = []
         self.shared_state: SharedState | None = None
         """Set by a Swarm on its members; handed to tools through the RunContext."""
@@ -321,6 +367,9 @@ class Agent:
                 agent_name=self.name,
                 step=run.step,
                 shared_state=self.shared_state,
+                principal=None
+                if self.session_manager is None
+                else self.session_manager.key.principal,
             )
             emit(StatusEvent())
             await self.hooks.invoke(
@@ -340,7 +389,10 @@ class Agent:
                 else:
                     with anyio.CancelScope() as scope:
                         self._scope = scope
-                        outcome = await self._loop(run, context, emit).run(run)
+                        tools = self.tools
+                        if self.toolsets:
+                            tools = await resolve_tools(self.tools, self.toolsets, context)
+                        outcome = await self._loop(run, context, emit, tools).run(run)
                     cancelled_by_caller = scope.cancelled_caught
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
@@ -358,10 +410,12 @@ class Agent:
             await self.hooks.invoke(AfterRunEvent(context=context, result=result))
             return result
 
-    def _loop(self, run: RunState, context: RunContext, emit: EventHandler) -> RunLoop:
+    def _loop(
+        self, run: RunState, context: RunContext, emit: EventHandler, tools: Mapping[str, Tool]
+    ) -> RunLoop:
         return RunLoop(
             model=self.model,
-            tools=self.tools,
+            tools=tools,
             approve=self.approve,
             system_prompt=self.system_prompt,
             history=self.messages,
@@ -371,7 +425,16 @@ class Agent:
             limits=self.limits,
             context=context,
             emit=emit,
+            output=self.output,
+            meter=self._meter(),
         )
+
+    def _meter(self) -> UsageMeter | None:
+        manager = self.session_manager
+        if manager is not None and _keeps_usage(type(manager.storage)):
+            storage = cast(UsageStorage, manager.storage)
+            return UsageMeter(self.budgets, storage, manager.key)
+        return UsageMeter(self.budgets) if self.budgets.any else None
 
     def _begin(self, prompt: str | Message | None) -> RunState:
         if self._suspended is not None:
@@ -449,6 +512,7 @@ class Agent:
             ),
             context_id=self.context_id,
             agent=self.name,
+            output=outcome.output if status == "completed" else None,
         )
         if self.session_manager is not None:
             record = _record(run, result)
@@ -490,6 +554,12 @@ def _record(run: RunState, result: AgentResult) -> RunRecord:
         interrupts=result.interrupts,
         stop_reason=result.stop_reason,
     )
+
+
+@functools.cache
+def _keeps_usage(storage_type: type) -> bool:
+    """Whether a storage class keeps usage (cached: a Protocol check costs microseconds)."""
+    return issubclass(storage_type, UsageStorage)
 
 
 def _ignore(event: RunEvent) -> None:

@@ -26,13 +26,15 @@ from urllib.parse import quote
 import anyio
 import httpx
 import pydantic
+from pydantic.alias_generators import to_snake
 
 from agentkeel import errors
 from agentkeel._portal import Portal
 from agentkeel.errors import AgentkeelError, InterruptPendingError, InvalidRequestError
-from agentkeel.events import InterruptEvent, RunEvent
+from agentkeel.events import RunEvent
+from agentkeel.memory.client_methods import AsyncMemoryMethods, MemoryMethods
 from agentkeel.messages import JSONObject, JSONValue
-from agentkeel.result import ErrorInfo, RunStatus
+from agentkeel.send_result import SendResult
 from agentkeel.sse import SSEDecoder, SSEFrame
 
 __all__ = [
@@ -77,26 +79,6 @@ class ConnectionLostError(AgentkeelError):
     """The server stayed unreachable through every retry (the turn may have run anyway)."""
 
     code = "connection_lost"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SendResult:
-    """The end of one turn as the wire reports it: the ``send`` body or the ``done`` frame."""
-
-    context_id: str
-    """The conversation this turn belongs to; the client sends it back to continue."""
-    run_id: str
-    """The run's id; a resumed run keeps it."""
-    status: RunStatus
-    """``completed``, ``suspended`` (see `interrupt`), ``failed`` (see `error`), ``cancelled``."""
-    text: str = ""
-    """The authoritative completion text of the run."""
-    tool_calls: tuple[str, ...] = ()
-    """Names of the tools that ran, in call order (inputs and outputs stay on the server)."""
-    interrupt: InterruptEvent | None = None
-    """The pending decision when `status` is ``suspended``: answer it with `resume`."""
-    error: ErrorInfo | None = None
-    """Why the run failed, when `status` is ``failed``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +171,11 @@ def _parse_result(data: object) -> SendResult:
     """Decode a SendResult: the ``send`` body, or the fields of the ``done`` frame."""
     if not isinstance(data, dict):
         raise _bad("a run result is not a JSON object")
-    return _decode(_RESULTS, {_PYTHON_NAMES.get(k, k): v for k, v in data.items()}, "a result")
+    fields = {_PYTHON_NAMES.get(k, k): v for k, v in data.items()}
+    if isinstance(usage := data.get("usage"), dict):  # camelCase counts, and a cost
+        fields["usage"] = {to_snake(key): v for key, v in usage.items() if key != "cost"}
+        fields["cost"] = usage.get("cost")
+    return _decode(_RESULTS, fields, "a result")
 
 
 def _wire_error(status_code: int, body: bytes) -> AgentkeelError:
@@ -249,7 +235,7 @@ class _FrameTracker:
 # -- the clients --------------------------------------------------------------------------
 
 
-class AsyncAgentClient:
+class AsyncAgentClient(AsyncMemoryMethods):
     """A conversation with one served agent; it keeps the context id and nothing else.
 
     Args:
@@ -507,7 +493,7 @@ def _backoff(attempt: int, advised_ms: int | None = None) -> float:
     return advised_ms / 1000 if advised_ms is not None else float(min(0.25 * 2**attempt, 4.0))
 
 
-class AgentClient:
+class AgentClient(MemoryMethods):
     """The blocking form of `AsyncAgentClient`, with the same methods and behaviour.
 
     It drives an `AsyncAgentClient` on an event loop in a background thread (where

@@ -17,6 +17,7 @@ from typing import Literal
 from agentkeel.agent import Agent
 from agentkeel.errors import ConfigurationError, ContextRefusedError
 from agentkeel.multiagent import Swarm
+from agentkeel.tools.toolset import Toolset
 
 __all__ = [
     "CATALOG_CONTEXT_ID",
@@ -58,11 +59,16 @@ class Catalog:
     """False until the tools are known (a factory nobody called yet)."""
     asked: bool = False
     """The factory was called with CATALOG_CONTEXT_ID once already."""
+    toolsets: tuple[Toolset, ...] | None = None
+    """The toolsets (MCP servers) of the agent it learned from, which the server's
+    lifespan opens; None when it learned from no built agent."""
 
     def learn(self, served: Agent | Swarm) -> None:
         """Take the tools (and, if none was set, the description) of a built agent."""
         if self.known:
             return
+        agents = served.members.values() if isinstance(served, Swarm) else (served,)
+        self.toolsets = tuple(item for agent in agents for item in agent.toolsets)
         self.tools = {name: item.description for name, item in served.tools.items()}
         self.description = self.description or served.description
         self.known = True

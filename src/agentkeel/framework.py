@@ -40,7 +40,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from agentkeel.agent import Agent
-from agentkeel.auth_settings import AuthSettings, load_auth
+from agentkeel.auth_settings import load_auth
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.checkpoint.memory import InMemoryCheckpointer
 from agentkeel.definitions import (
@@ -54,15 +54,21 @@ from agentkeel.definitions import (
 from agentkeel.errors import ConfigurationError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.loop import RunLimits
+from agentkeel.memory.config import MemorySection, load_memory
+from agentkeel.memory.memory import Memory
 from agentkeel.models.base import Model
 from agentkeel.models.registry import KNOWN_PROVIDERS, model_from_config
 from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
+from agentkeel.output import OutputType
+from agentkeel.server_settings import Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.configured import configured_stores
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
+from agentkeel.tools.toolset import Toolset
+from agentkeel.usage import BudgetsConfig, PriceConfig, UsagePolicy
 
 __all__ = [
     "CATALOG_CONTEXT_ID",
@@ -107,36 +113,6 @@ def parse_duration(text: str | None) -> float | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ServerSettings:
-    """The ``server`` section: how the HTTP server binds and what it tolerates."""
-
-    host: str = "127.0.0.1"
-    port: int = 8000
-    ui: bool = True
-    """Serve the demo chat page at ``/`` (it is bundled in the package); false turns it off."""
-    max_body_bytes: int = 1_048_576
-    concurrency: Literal["queue", "reject"] = "queue"
-    """A turn on a busy context waits in line (``queue``) or gets ``409 context_busy``."""
-    cors: tuple[str, ...] = ()
-    heartbeat_seconds: float = 15.0
-    """A comment is sent on a stream idle this long, so proxies keep it open."""
-    shutdown_timeout_seconds: float = 30.0
-    """How long running turns may go on after a shutdown signal before they are cancelled."""
-    auth: AuthSettings | None = None
-    """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Retention:
-    """The ``retention`` section, in seconds (None: kept without a time limit)."""
-
-    runs: float | None = None
-    events: float | None = 3600.0
-    """How long a run's stream frames stay available for a reconnect."""
-    idle_sessions: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Framework:
     """A validated framework: definitions, where memory lives, and the server settings."""
 
@@ -148,6 +124,9 @@ class Framework:
     max_contexts: int = 1000
     server: ServerSettings = field(default_factory=ServerSettings)
     retention: Retention = field(default_factory=Retention)
+    usage: UsagePolicy = field(default_factory=UsagePolicy)  # budgets and prices
+    memory: Memory | None = None
+    """Memory across conversations (SPEC 12, docs/memory.md); None turns it off."""
     source: str = "<code>"
     """The file the framework came from, for messages."""
 
@@ -181,6 +160,7 @@ class _ModelConfig(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0)
     thinking_budget: int | None = Field(default=None, ge=0)
+    structured_output: Literal["json_schema", "tool"] | None = None
 
 
 class _DeclaredAgent(_Strict):
@@ -189,8 +169,11 @@ class _DeclaredAgent(_Strict):
     system_prompt: str | None = None
     tools: list[str] = []
     approve: list[str] = []
+    mcp: dict[str, object] = {}
     max_steps: int | None = Field(default=None, ge=1)
     tool_timeout: float | None = Field(default=None, gt=0)
+    output: str | None = Field(default=None, min_length=1)
+    output_retries: int | None = Field(default=None, ge=0)
 
 
 class _FactoryAgent(_Strict):
@@ -269,9 +252,16 @@ class _File(_Strict):
     max_contexts: int = Field(default=1000, ge=1)
     server: _Server = _Server()
     retention: _Retention = _Retention()
+    budgets: BudgetsConfig = BudgetsConfig()
+    prices: dict[str, PriceConfig] = {}
+    memory: MemorySection | None = None
 
 
 # -- loading ------------------------------------------------------------------------------
+
+
+def _url(storage: str | _EnvSecret | None) -> str | None:
+    return os.environ.get(storage.env) if isinstance(storage, _EnvSecret) else storage
 
 
 class _Loader:
@@ -309,6 +299,12 @@ class _Loader:
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
+            usage=UsagePolicy.of(parsed.budgets, parsed.prices),
+            memory=None
+            if parsed.memory is None
+            else load_memory(
+                parsed.memory, self.base, parsed.session_dir or _url(parsed.storage), self.source
+            ),
             source=self.source,
         )
 
@@ -354,10 +350,8 @@ class _Loader:
         return ServerSettings(**fields, cors=tuple(config.cors), auth=auth)
 
     def stores(self, parsed: _File) -> tuple[SessionStorage, Checkpointer]:
-        env = parsed.storage.env if isinstance(parsed.storage, _EnvSecret) else None
         return configured_stores(
-            storage=parsed.storage if isinstance(parsed.storage, str) else None,
-            storage_env=env,
+            storage=parsed.storage,
             session_dir=parsed.session_dir,
             checkpoint_dir=None
             if parsed.checkpointer is None
@@ -386,8 +380,9 @@ class _Loader:
         """An Agent factory (and its tools) for one declared agent."""
         tools = [self.tool(f"{prefix}.tools[{i}]", ref) for i, ref in enumerate(config.tools)]
         names = {item.name for item in tools}
+        servers = self.mcp_servers(f"{prefix}.mcp", name, config.mcp)
         for index, approved in enumerate(config.approve):
-            if approved not in names:
+            if approved not in names and not servers:
                 raise self.error(
                     f"{prefix}.approve[{index}]", f"{approved!r} is not one of the agent's tools"
                 )
@@ -398,16 +393,20 @@ class _Loader:
             tool_timeout=config.tool_timeout or defaults.tool_timeout,
         )
 
+        output = self.output_type(f"{prefix}.output", config.output)
+
         def build(context_id: str) -> Agent:
             del context_id  # every context gets a fresh Agent; the model is shared
             return Agent(
                 model,
-                tools=tools,
+                tools=[*tools, *servers],
                 system_prompt=config.system_prompt,
                 name=name,
                 description=config.description,
                 approve=config.approve,
                 limits=limits,
+                output_type=output,  # prepared once, shared by every context
+                output_retries=config.output_retries,
             )
 
         return build, tools
@@ -460,11 +459,28 @@ class _Loader:
             raise self.error(path, exc.message) from None
         return AgentDefinition(name=name, factory=factory, catalog=catalog)
 
+    def mcp_servers(self, path: str, agent: str, entries: dict[str, object]) -> list[Toolset]:
+        """The agent's MCP servers (see agentkeel.mcp.framework); each shared by its contexts."""
+        if not entries:
+            return []
+        try:
+            from agentkeel.mcp.framework import mcp_servers
+        except ImportError as exc:
+            raise self.error(path, str(exc)) from None
+        return list(mcp_servers(entries, path=path, agent=agent, base=self.base, error=self.error))
+
     def tool(self, path: str, ref: str) -> Tool:
         target = self.import_ref(path, ref)
         if not isinstance(target, Tool):
             raise self.error(path, f"{ref!r} is not a tool; decorate the function with @tool")
         return target
+
+    def output_type(self, path: str, ref: str | None) -> OutputType | None:
+        target = None if ref is None else self.import_ref(path, ref)
+        try:
+            return None if target is None else OutputType.of(target)
+        except ConfigurationError as exc:
+            raise self.error(path, exc.message) from None
 
     def import_ref(self, path: str, ref: str) -> object:
         module_name, sep, attribute = ref.partition(":")

@@ -19,6 +19,7 @@ export {
   listAgents,
 } from "./client.js";
 export { AgentError } from "./errors.js";
+export type { MemoryItem, MemoryPage, MemoryQuery } from "./memory.js";
 export { type SSEFrame, type SSESource, SSEDecoder, decodeSSE } from "./sse.js";
 export {
   type ActivityLine,
@@ -52,5 +53,6 @@ export type {
   TokenEvent,
   ToolCallEvent,
   ToolResultEvent,
+  Usage,
 } from "./types.js";
 export { RUN_EVENT_TYPES, isDoneFrame, parseStreamFrame, toSendResult } from "./types.js";

@@ -49,8 +49,10 @@ from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
+from agentkeel.server.memory import memory_routes
 from agentkeel.server.runs import ServerRuntime
 from agentkeel.server.sweeper import RetentionSweeper
+from agentkeel.server.toolsets import open_toolsets
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -103,6 +105,7 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
+        *memory_routes(),
     ]
     if settings.ui and _UI_PAGE.is_file():
         # the bundle's file names carry no hash, so caches must revalidate them
@@ -163,7 +166,12 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         storage = runtime.framework.storage
         await storage.open()  # connect and migrate before the first request
         try:
-            async with runtime.running(), anyio.create_task_group() as sweeping:
+            # MCP servers open before the first turn and close after the last one drained
+            async with (
+                open_toolsets(framework),
+                runtime.running(),
+                anyio.create_task_group() as sweeping,
+            ):
                 sweeping.start_soon(sweeper.run_forever)  # retention, on a tick of its own
                 yield
                 sweeping.cancel_scope.cancel()

@@ -110,6 +110,8 @@ class ContextCache:
         swarms: The definitions declared as swarms (a factory's Swarm is recognised
             by what it returned, or by the swarm record it stored).
         on_built: Told each freshly built Agent or Swarm (a definition learns its tools).
+        on_drop: Told each Agent that leaves the cache (evicted, discarded, deleted), so
+            that what it held for its context alone (per-context MCP connections) closes.
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class ContextCache:
         on_evict: Callable[[], None] | None = None,
         swarms: frozenset[str] = frozenset(),
         on_built: Callable[[SessionKey, Served], None] | None = None,
+        on_drop: Callable[[ContextEntry], None] | None = None,
     ) -> None:
         self.factories = dict(factories)
         self.swarms = swarms
@@ -132,6 +135,7 @@ class ContextCache:
         self.max_contexts = max(1, max_contexts)
         self.policy = policy
         self.on_evict = on_evict
+        self.on_drop = on_drop
         self.evictions = 0
         self._entries: OrderedDict[SessionKey, ContextEntry] = OrderedDict()
         self._busy: dict[SessionKey, anyio.Event] = {}
@@ -195,7 +199,7 @@ class ContextCache:
 
     def discard(self, key: SessionKey) -> None:
         """Drop `key`'s Agent even if it is busy (its memory may differ from storage)."""
-        self._entries.pop(key, None)
+        self._dropped(self._entries.pop(key, None))
 
     async def exists(self, key: SessionKey) -> bool:
         """Whether the context has anything: a cached Agent, a session, runs or a checkpoint."""
@@ -235,6 +239,7 @@ class ContextCache:
         try:
             existed = await self.exists(key)
             cached = self._entries.pop(key, None)
+            self._dropped(cached)
             if existed:
                 if before is not None:
                     await before(key)
@@ -269,6 +274,10 @@ class ContextCache:
         agent.hooks.add_callback(BeforeRunEvent, entry.notify_run_started)
         return entry
 
+    def _dropped(self, entry: ContextEntry | None) -> None:
+        if entry is not None and self.on_drop is not None:
+            self.on_drop(entry)
+
     def _evict(self) -> None:
         excess = len(self._entries) - self.max_contexts
         if excess <= 0:
@@ -280,7 +289,7 @@ class ContextCache:
                 if len(victims) == excess:
                     break
         for key in victims:
-            del self._entries[key]
+            self._dropped(self._entries.pop(key))
             self.evictions += 1
             if self.on_evict is not None:
                 self.on_evict()

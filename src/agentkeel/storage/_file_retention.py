@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
 
 from agentkeel import _fs
-from agentkeel.errors import AgentkeelError, CorruptSessionError
+from agentkeel.errors import AgentkeelError, CorruptSessionError, StorageError
 from agentkeel.ids import decode_path_segment
 from agentkeel.keys import SessionKey
 from agentkeel.storage import _records
@@ -28,7 +32,9 @@ from agentkeel.storage._session_files import (
 from agentkeel.storage.base import RunRecord
 from agentkeel.storage.retention import PROTECTED_STATUSES
 
-__all__ = ["idle_sessions", "session_folders", "sweep_frames", "sweep_runs"]
+_T = TypeVar("_T")
+
+__all__ = ["FileRetention", "idle_sessions", "session_folders", "sweep_frames", "sweep_runs"]
 
 
 def session_folders(root: Path) -> Iterator[tuple[SessionKey, Path]]:
@@ -148,3 +154,28 @@ def sweep_frames(root: Path, written_before: float, limit: int) -> int:
             if dropped == limit:
                 break
     return dropped
+
+
+class FileRetention:
+    """RetentionStorage for LocalFileStorage: the walks above, in a worker thread each."""
+
+    directory: Path
+
+    async def sweep_runs(self, ended_before: float, limit: int) -> int:
+        """Drop up to `limit` run records that ended before `ended_before`."""
+        return await _in_thread(sweep_runs, self.directory, ended_before, limit)
+
+    async def sweep_frames(self, written_before: float, limit: int) -> int:
+        """Delete up to `limit` frames files written before `written_before`."""
+        return await _in_thread(sweep_frames, self.directory, written_before, limit)
+
+    async def idle_sessions(self, updated_before: float, limit: int) -> list[SessionKey]:
+        """Sessions whose folder did not change since `updated_before`, not protected."""
+        return await _in_thread(idle_sessions, self.directory, updated_before, limit)
+
+
+async def _in_thread(func: Callable[[Path, float, int], _T], root: Path, at: float, n: int) -> _T:
+    try:
+        return await anyio.to_thread.run_sync(func, root, at, n)
+    except OSError as exc:
+        raise StorageError(f"session storage I/O failed: {exc}") from exc

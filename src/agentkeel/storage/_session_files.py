@@ -15,6 +15,7 @@ from pathlib import Path
 
 from agentkeel import _fs
 from agentkeel.errors import StorageError
+from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey
 from agentkeel.messages import SCHEMA_VERSION, JSONObject
 from agentkeel.storage._history import (
@@ -37,7 +38,9 @@ __all__ = [
     "check_writable",
     "load",
     "open_tail",
+    "principal_folder",
     "rewrite",
+    "session_folder",
 ]
 
 SESSION_FILE = "session.json"
@@ -45,6 +48,22 @@ MESSAGES_FILE = "messages.jsonl"
 STATE_FILE = "state.json"
 FRAMES_FILE = "frames.sse"
 _log = logging.getLogger("agentkeel.storage.file")
+
+
+def session_folder(root: Path, key: SessionKey) -> Path:
+    """The folder of `key` under `root`; no principal or id can name anything outside it.
+
+    A principal's folder has its ``:`` percent-encoded too, so it can never have the name
+    of a ``<def-name>:<contextId>`` session folder next to it.
+    """
+    return principal_folder(root, key.principal) / encode_path_segment(key.session_id)
+
+
+def principal_folder(root: Path, principal: str | None) -> Path:
+    """The folder of a principal's sessions under `root` (`root` itself without one)."""
+    if principal is None:
+        return root
+    return root / encode_path_segment(principal).replace(":", "%3A")
 
 
 def load(folder: Path, key: SessionKey) -> tuple[SessionSnapshot, Tail] | None:

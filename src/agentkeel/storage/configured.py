@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.checkpoint.file import FileCheckpointer
@@ -18,7 +19,18 @@ from agentkeel.errors import ConfigurationError
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.registry import open_storage
 
-__all__ = ["configured_stores"]
+__all__ = ["EnvReference", "configured_stores"]
+
+
+@runtime_checkable
+class EnvReference(Protocol):
+    """``{"env": "NAME"}``: the URL is in that environment variable."""
+
+    @property
+    def env(self) -> str:
+        """The variable's name."""
+        ...
+
 
 Refuse = Callable[[str, str], ConfigurationError]
 """Makes the error for (key path, message), naming the file too."""
@@ -26,21 +38,20 @@ Refuse = Callable[[str, str], ConfigurationError]
 
 def configured_stores(
     *,
-    storage: str | None,
-    storage_env: str | None,
+    storage: str | EnvReference | None,
     session_dir: str | None,
     checkpoint_dir: Path | None,
     base: Path,
     refuse: Refuse,
 ) -> tuple[SessionStorage, Checkpointer]:
     """The (storage, checkpointer) of a framework; memory for both when nothing is set."""
-    if (storage is not None or storage_env is not None) and session_dir is not None:
+    if storage is not None and session_dir is not None:
         raise refuse("storage", "set either storage or sessionDir, not both")
-    url = storage or "memory:"
-    if storage_env is not None:
-        url = os.environ.get(storage_env) or ""
+    url = storage if isinstance(storage, str) else "memory:"
+    if isinstance(storage, EnvReference):
+        url = os.environ.get(storage.env) or ""
         if not url:
-            raise refuse("storage.env", f"environment variable {storage_env} is not set")
+            raise refuse("storage.env", f"environment variable {storage.env} is not set")
     if session_dir is not None:
         url = f"file:{session_dir}"
     try:

@@ -40,16 +40,28 @@ from agentkeel.errors import StorageError
 from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
+from agentkeel.result import Usage
 from agentkeel.storage import _file_retention, _records, _session_files
 from agentkeel.storage._history import (
     Tail,
     encode_json,
     encode_messages,
 )
-from agentkeel.storage._session_files import FRAMES_FILE, MESSAGES_FILE
+from agentkeel.storage._session_files import (
+    FRAMES_FILE,
+    MESSAGES_FILE,
+    principal_folder,
+    session_folder,
+)
+from agentkeel.storage._usage_files import (
+    USAGE_FILE,
+    append_usage,
+    principal_usage_path,
+    read_usage,
+)
 from agentkeel.storage.base import RunRecord, SessionSnapshot, StorageHealth
 
-__all__ = ["LocalFileStorage", "session_folder"]
+__all__ = ["LocalFileStorage", "principal_folder", "session_folder"]
 
 _DOCUMENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _RESERVED_DOCUMENTS = frozenset({"session", "state"})
@@ -58,25 +70,13 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 
-def session_folder(root: Path, key: SessionKey) -> Path:
-    """The folder of `key` under `root`; no principal or id can name anything outside it.
-
-    A principal's folder has its ``:`` percent-encoded too, so it can never have the name
-    of a ``<def-name>:<contextId>`` session folder next to it.
-    """
-    base = root
-    if key.principal is not None:
-        base = root / encode_path_segment(key.principal).replace(":", "%3A")
-    return base / encode_path_segment(key.session_id)
-
-
 def _document_file(name: str) -> str:
     if not _DOCUMENT_NAME.fullmatch(name) or name in _RESERVED_DOCUMENTS:
         raise ValueError(f"document name {name!r} must match {_DOCUMENT_NAME.pattern}")
     return f"{name}.json"
 
 
-class LocalFileStorage:
+class LocalFileStorage(_file_retention.FileRetention):
     """A SessionStorage that keeps each session in a folder of plain, inspectable files.
 
     Args:
@@ -95,8 +95,6 @@ class LocalFileStorage:
     def path(self, key: SessionKey) -> Path:
         """The folder holding `key`'s files (it may not exist yet)."""
         return session_folder(self.directory, key)
-
-    # -- lifecycle ---------------------------------------------------------------------
 
     async def open(self) -> None:
         """Nothing to connect to; the folder is created on the first write."""
@@ -335,19 +333,24 @@ class LocalFileStorage:
                 await self._call(None, _fs.atomic_write_bytes, path, tasks.compacted())
             return count
 
-    # -- retention (RetentionStorage; `_file_retention` walks the folders) ---------------
+    async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
+        """Append to the context's and the principal's usage files (UsageStorage)."""
+        paths = (
+            self.path(require_key(key, "add_usage")) / USAGE_FILE,
+            principal_usage_path(principal_folder(self.directory, key.principal), day),
+        )
+        async with self._lock(key):  # not while the folder is being deleted
+            await self._call(None, append_usage, paths, usage)
 
-    async def sweep_runs(self, before: float, limit: int) -> int:
-        """Drop up to `limit` run records that ended before `before`."""
-        return await self._call(None, _file_retention.sweep_runs, self.directory, before, limit)
+    async def context_usage(self, key: SessionKey) -> Usage:
+        """The context's total (UsageStorage); deleted with the session's folder."""
+        path = self.path(require_key(key, "context_usage")) / USAGE_FILE
+        return await self._call(None, read_usage, path)
 
-    async def sweep_frames(self, before: float, limit: int) -> int:
-        """Delete up to `limit` frames files written before `before`."""
-        return await self._call(None, _file_retention.sweep_frames, self.directory, before, limit)
-
-    async def idle_sessions(self, before: float, limit: int) -> list[SessionKey]:
-        """Sessions whose folder did not change since `before`, and not protected."""
-        return await self._call(None, _file_retention.idle_sessions, self.directory, before, limit)
+    async def principal_usage(self, principal: str | None, day: str) -> Usage:
+        """The principal's total of `day` (UsageStorage)."""
+        path = principal_usage_path(principal_folder(self.directory, principal), day)
+        return await self._call(None, read_usage, path)
 
     # -- plumbing ----------------------------------------------------------------------
 

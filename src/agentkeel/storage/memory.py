@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from agentkeel.errors import StorageError
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message, dumps_message, loads_message
+from agentkeel.result import Usage
 from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot, StorageHealth
 from agentkeel.storage.guard import check_commit
 from agentkeel.storage.retention import PROTECTED_STATUSES
@@ -52,6 +53,7 @@ class _Session:
     frames: tuple[str, bytes] | None = None
     frames_at: float = 0.0
     documents: dict[str, str] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
 
 
 class InMemoryStorage:
@@ -64,6 +66,7 @@ class InMemoryStorage:
     def __init__(self) -> None:
         self._sessions: dict[SessionKey, _Session] = {}
         self._tasks: dict[SessionKey, dict[str, tuple[str, str]]] = {}
+        self._principal_usage: dict[tuple[str | None, str], Usage] = {}
 
     def _session(self, key: SessionKey) -> _Session:
         session = self._sessions.get(key)
@@ -298,3 +301,19 @@ class InMemoryStorage:
             if len(found) == limit:
                 break
         return found
+
+    async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
+        """Add to the context's and the principal's daily totals (UsageStorage)."""
+        session = self._session(require_key(key, "add_usage"))
+        session.usage = session.usage + usage
+        bucket = (key.principal, day)
+        self._principal_usage[bucket] = self._principal_usage.get(bucket, Usage()) + usage
+
+    async def context_usage(self, key: SessionKey) -> Usage:
+        """The context's total (UsageStorage); it goes with the session on delete."""
+        session = self._sessions.get(require_key(key, "context_usage"))
+        return Usage() if session is None else session.usage
+
+    async def principal_usage(self, principal: str | None, day: str) -> Usage:
+        """The principal's total of `day` (UsageStorage)."""
+        return self._principal_usage.get((principal, day), Usage())

@@ -1,4 +1,7 @@
-"""Conformance suites every storage backend and checkpointer must pass.
+"""Conformance suites for our Protocols, that other projects' backends can run too.
+
+Storage backends and checkpointers: the suites below. Memory stores:
+`agentkeel.testing.memory_store`.
 
 A backend is done when a test module subclasses the suites and they pass. Each suite
 needs one fixture, a factory whose every call returns a store over the *same* data (a
