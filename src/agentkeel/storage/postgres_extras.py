@@ -1,4 +1,4 @@
-"""The optional capabilities of PostgresStorage: retained frames, documents, task index.
+"""The optional capabilities of PostgresStorage: frames, documents, task index, usage.
 
 Each is one statement; frames and documents hang off the session row (and go when it
 is deleted), the task index is keyed by (principal, definition, index, task id).
@@ -10,14 +10,16 @@ import time
 
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject
+from agentkeel.result import Usage
 from agentkeel.storage._history import encode_json
 from agentkeel.storage.postgres_pool import PostgresPool, from_text_key, json_object, text_key, who
+from agentkeel.storage.postgres_schema import USAGE_COLUMNS
 
 __all__ = ["PostgresCapabilities"]
 
 
 class PostgresCapabilities(PostgresPool):
-    """RunEventStorage, SessionDocumentStorage and TaskIndexStorage on a PostgresPool."""
+    """RunEventStorage, SessionDocumentStorage, TaskIndexStorage, UsageStorage on a pool."""
 
     async def put_frames(self, key: SessionKey, run_id: str, body: bytes) -> None:
         """Keep `run_id`'s frames, replacing the previous run's (RunEventStorage)."""
@@ -106,3 +108,52 @@ class PostgresCapabilities(PostgresPool):
             (*who(require_key(index, "delete_tasks")), text_key(context_id)),
         )
         return len(rows)
+
+    # -- usage (UsageStorage) ------------------------------------------------------------
+
+    async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
+        """Add to the context's row and the principal's day in one statement (UsageStorage).
+
+        The context's total lives on its session row (created unsaved when new), so a
+        DELETE forgets it; the day's total is a row of its own, which no DELETE touches.
+        """
+        require_key(key, "add_usage")
+        counts = [getattr(usage, name) for name in USAGE_COLUMNS]
+        await self._one(
+            "WITH ctx AS (INSERT INTO {s}.sessions (principal, definition, context_id,"
+            " created_at, updated_at, input_tokens, output_tokens, cached_tokens,"
+            " reasoning_tokens) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (principal, definition, context_id) DO UPDATE SET"
+            " input_tokens = {s}.sessions.input_tokens + EXCLUDED.input_tokens,"
+            " output_tokens = {s}.sessions.output_tokens + EXCLUDED.output_tokens,"
+            " cached_tokens = {s}.sessions.cached_tokens + EXCLUDED.cached_tokens,"
+            " reasoning_tokens = {s}.sessions.reasoning_tokens + EXCLUDED.reasoning_tokens"
+            " RETURNING 1)"
+            " INSERT INTO {s}.usage_days (principal, day, input_tokens, output_tokens,"
+            " cached_tokens, reasoning_tokens) SELECT %s, %s, %s, %s, %s, %s FROM ctx"
+            " ON CONFLICT (principal, day) DO UPDATE SET"
+            " input_tokens = {s}.usage_days.input_tokens + EXCLUDED.input_tokens,"
+            " output_tokens = {s}.usage_days.output_tokens + EXCLUDED.output_tokens,"
+            " cached_tokens = {s}.usage_days.cached_tokens + EXCLUDED.cached_tokens,"
+            " reasoning_tokens = {s}.usage_days.reasoning_tokens + EXCLUDED.reasoning_tokens"
+            " RETURNING 1",
+            (*who(key), time.time(), time.time(), *counts, who(key)[0], day, *counts),
+        )
+
+    async def context_usage(self, key: SessionKey) -> Usage:
+        """The context's total (UsageStorage); zero for an unknown context."""
+        row = await self._one(
+            "SELECT input_tokens, output_tokens, cached_tokens, reasoning_tokens"
+            " FROM {s}.sessions WHERE principal = %s AND definition = %s AND context_id = %s",
+            who(require_key(key, "context_usage")),
+        )
+        return Usage() if row is None else Usage(**dict(zip(USAGE_COLUMNS, row, strict=True)))
+
+    async def principal_usage(self, principal: str | None, day: str) -> Usage:
+        """The principal's total of `day` (UsageStorage)."""
+        row = await self._one(
+            "SELECT input_tokens, output_tokens, cached_tokens, reasoning_tokens"
+            " FROM {s}.usage_days WHERE principal = %s AND day = %s",
+            (text_key(principal or ""), day),
+        )
+        return Usage() if row is None else Usage(**dict(zip(USAGE_COLUMNS, row, strict=True)))

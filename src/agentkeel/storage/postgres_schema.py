@@ -16,6 +16,7 @@ The tables (docs/sessions.md documents them for ``psql``)::
     documents    named JSON documents beside a session (a swarm's record)
     checkpoints  suspended runs, keyed like the session
     tasks        the A2A task index, keyed by (principal, definition, index, task id)
+    usage_days   token totals per (principal, UTC day); a context's are on its row
 
 The principal of a session without authentication is stored as ``''`` (a principal is
 never empty), so the key can be a plain unique constraint.
@@ -31,7 +32,14 @@ from psycopg import AsyncConnection, sql
 
 from agentkeel.errors import StorageError
 
-__all__ = ["MIGRATIONS", "Migration", "SchemaTooNewError", "migrate", "schema_identifier"]
+__all__ = [
+    "MIGRATIONS",
+    "USAGE_COLUMNS",
+    "Migration",
+    "SchemaTooNewError",
+    "migrate",
+    "schema_identifier",
+]
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_KEY = 0x616B6B6C  # "akkl": one advisory lock id for every agentkeel schema
@@ -51,6 +59,9 @@ class Migration:
     name: str
     statements: tuple[str, ...]
 
+
+USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
+"""The token counts of a `Usage`, one column each on ``sessions`` and ``usage_days``."""
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -132,6 +143,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             "ALTER TABLE {s}.sessions ADD COLUMN sweep_claimed_at double precision",
             "CREATE INDEX runs_session_status ON {s}.runs (session_id, status)",
+        ),
+    ),
+    Migration(
+        3,
+        "usage: token totals per context (on its row) and per principal and UTC day",
+        (
+            *(
+                f"ALTER TABLE {{s}}.sessions ADD COLUMN {name} bigint NOT NULL DEFAULT 0"
+                for name in USAGE_COLUMNS
+            ),
+            """CREATE TABLE {s}.usage_days (
+                principal text NOT NULL,
+                day text NOT NULL,
+                input_tokens bigint NOT NULL DEFAULT 0,
+                output_tokens bigint NOT NULL DEFAULT 0,
+                cached_tokens bigint NOT NULL DEFAULT 0,
+                reasoning_tokens bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (principal, day)
+            )""",
         ),
     ),
 )
