@@ -25,6 +25,7 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
+from agentkeel.a2a.segments import SegmentWatch
 from agentkeel.a2a.turn import A2ATurn, enter_turn, exit_turn
 from agentkeel.errors import (
     AgentkeelError,
@@ -49,7 +50,7 @@ __all__ = ["A2AExecutor", "a2a_error", "translated"]
 logger = logging.getLogger(__name__)
 
 _CANCEL_WAIT_SECONDS = 30.0
-_POLL_SECONDS = 0.25
+_RECHECK_SECONDS = 5.0
 
 
 def a2a_error(exc: AgentkeelError) -> A2AError:
@@ -85,11 +86,15 @@ class A2AExecutor:
     Args:
         runtime: The server's runtime (``app.state.runtime``).
         definition: The agent definition served.
+        segments: Wakes `next_segment` when a run resumes (one per runtime is enough).
     """
 
-    def __init__(self, runtime: ServerRuntime, definition: str) -> None:
+    def __init__(
+        self, runtime: ServerRuntime, definition: str, segments: SegmentWatch | None = None
+    ) -> None:
         self.runtime = runtime
         self.definition = definition
+        self.segments = segments or SegmentWatch(runtime.streams)
 
     def key(self, principal: str | None, context_id: str) -> SessionKey:
         """The context's key; InvalidParamsError for an id the server does not accept."""
@@ -175,19 +180,27 @@ class A2AExecutor:
     async def next_segment(self, key: SessionKey, run_id: str) -> tuple[RunChannel, int] | None:
         """Wait until a suspended run resumes: its channel and the id its new frames follow.
 
-        Nothing announces a resumption, so this looks every `_POLL_SECONDS`; a run that
-        ended without a new segment here (say, its context was deleted) returns None.
+        `SegmentWatch` wakes this when the run's next segment starts; every
+        `_RECHECK_SECONDS` without one, the run record says whether it still waits (a run
+        that ended without a new segment here, say its context was deleted, gives None).
         """
         channel = await self.runtime.streams.latest(key)
         base = channel.last_id if channel is not None and channel.run_id == run_id else 0
-        polls = 0
         while True:
-            await anyio.sleep(_POLL_SECONDS)
-            polls += 1
+            event = self.segments.expect(run_id)
             channel = await self.runtime.streams.latest(key)
-            if channel is not None and channel.run_id == run_id and channel.last_id > base:
+            if (
+                channel is not None
+                and channel.run_id == run_id
+                and (channel.active or channel.last_id > base)
+            ):
                 return channel, base
-            if polls % 8 == 0 or (channel is not None and channel.run_id != run_id):
+            woke = False
+            with anyio.move_on_after(_RECHECK_SECONDS):
+                await event.wait()
+                woke = True
+            if not woke:
+                self.segments.forget(run_id, event)
                 run = await self.run_record(key, run_id)
                 if run is None or run.status != "suspended":
                     return None

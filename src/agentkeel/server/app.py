@@ -160,14 +160,20 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         on_swept=lambda kind, count: runtime.metrics.swept.inc(kind, amount=count),
     )
 
+    from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
+
+    binding = A2ABinding(runtime)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
         storage = runtime.framework.storage
         await storage.open()  # connect and migrate before the first request
         try:
-            # MCP servers open before the first turn and close after the last one drained
+            # MCP servers open before the first turn and close after the last one drained;
+            # the A2A binding (gRPC, push delivery) stops after the turns drained too
             async with (
+                binding.running(),
                 open_toolsets(framework),
                 runtime.running(),
                 anyio.create_task_group() as sweeping,
@@ -198,10 +204,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         authenticator = Authenticator(settings.auth, source=framework.source)
         middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
     middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
-    from agentkeel.a2a import a2a_routes  # the A2A binding (SPEC 6), on the same runtime
-
     app = Starlette(
-        routes=[*(routes or []), *a2a_routes(runtime), *_routes(settings)],
+        routes=[*(routes or []), *binding.routes, *_routes(settings)],
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},

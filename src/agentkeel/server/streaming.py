@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -240,6 +240,9 @@ class RetainedStreams:
         self.retention = retention
         self.capacity = capacity
         self._latest: OrderedDict[SessionKey, RunChannel] = OrderedDict()
+        self.on_segment: list[Callable[[RunChannel], None]] = []
+        """Called with a channel each time a segment of its run starts (new or resumed),
+        before its first frame: how the A2A binding follows resumed tasks unpolled."""
 
     @property
     def persistent(self) -> bool:
@@ -247,7 +250,7 @@ class RetainedStreams:
         return isinstance(self.storage, RunEventStorage)
 
     def put(self, channel: RunChannel) -> None:
-        """Make `channel` its context's latest run."""
+        """Make `channel` its context's latest run (its segment starts: tell `on_segment`)."""
         self._latest[channel.key] = channel
         self._latest.move_to_end(channel.key)
         while len(self._latest) > self.capacity:
@@ -255,6 +258,9 @@ class RetainedStreams:
             if self._latest[oldest].active:
                 break
             del self._latest[oldest]
+        if channel.active:  # a run's segment starts, not a channel read back from storage
+            for listener in self.on_segment:
+                listener(channel)
 
     def drop(self, key: SessionKey) -> None:
         """Forget the context's retained run (the context was deleted)."""
