@@ -55,11 +55,17 @@ class SwarmMemory:
         return self.members[self.suspended].pending_interrupts
 
     async def restore(self) -> None:
-        """Attach each member's session, restore the members, then the swarm's record."""
-        if self.restored:
+        """Attach each member's session, restore the members, then the swarm's record.
+
+        After the first load it costs one version read per member, and loads again only
+        when another process moved a member's session on (SPEC guarantee 9). The record
+        needs no version of its own: it is written only by a swarm turn, and every turn
+        commits the member that answered it before the record.
+        """
+        if self.restored and not await self.moved_on():
             return
         session = self.session
-        if session is not None:
+        if session is not None and not self.restored:
             for member in self.members.values():
                 member.session_manager = session.member_manager(member.name)
         for member in self.members.values():
@@ -72,6 +78,14 @@ class SwarmMemory:
             self.trail = record.handoffs
         self._adopt_suspension(record)
         self.restored = True
+
+    async def moved_on(self) -> bool:
+        """Whether storage holds a newer version of any member's session than it knows."""
+        for member in self.members.values():
+            manager = member.session_manager
+            if manager is not None and await manager.moved_on():
+                return True
+        return False
 
     def begin(self, text: str) -> SwarmRunState:
         """Open a new run."""
