@@ -26,21 +26,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentkeel.checkpoint.base import Checkpoint, Checkpointer
-from agentkeel.errors import CorruptSessionError
+from agentkeel.errors import ConcurrentWriteError, CorruptSessionError
 from agentkeel.ids import new_checkpoint_id
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject, Message
-from agentkeel.result import Usage
+from agentkeel.result import ErrorInfo, Usage
 from agentkeel.run_state import RunState
 from agentkeel.storage.base import RunRecord, SessionStorage
 from agentkeel.storage.usage import UsageStorage, utc_day
 
-__all__ = ["RestoredSession", "SessionManager"]
+__all__ = ["LOST_TURN", "RestoredSession", "SessionManager"]
 
 logger = logging.getLogger(__name__)
+
+LOST_TURN = (
+    "another process moved this conversation on while the turn ran, so the turn was not "
+    "saved; the next turn reloads the conversation"
+)
+"""The message of a run that ends ``failed`` with ``concurrent_write``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,14 +155,22 @@ class SessionManager:
                 loaded; nothing of this turn's history was stored.
         """
         await self.storage.put_run(self.key, record)
-        if rewrite:
-            self.version = await self.storage.rewrite(
-                self.key, history, state, expected_version=self.version, fence=self.fence
+        try:
+            if rewrite:
+                self.version = await self.storage.rewrite(
+                    self.key, history, state, expected_version=self.version, fence=self.fence
+                )
+            elif new_messages or state is not None:
+                self.version = await self.storage.append(
+                    self.key, new_messages, state, expected_version=self.version, fence=self.fence
+                )
+        except ConcurrentWriteError as exc:
+            # the record said how the run ended; it must say the turn was lost instead
+            lost = ErrorInfo(code=exc.code, message=LOST_TURN)
+            await self.storage.put_run(
+                self.key, replace(record, status="failed", error=lost, stop_reason="error")
             )
-        elif new_messages or state is not None:
-            self.version = await self.storage.append(
-                self.key, new_messages, state, expected_version=self.version, fence=self.fence
-            )
+            raise
         await self._drop_checkpoint()
 
     async def save_suspended(self, *, record: RunRecord, run: RunState) -> None:

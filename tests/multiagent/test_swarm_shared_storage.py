@@ -115,3 +115,32 @@ async def test_turns_alternating_between_two_swarms_never_fork(
     # the second replica's helper was sent the first replica's helper turn
     sent = [m.text for m in model_of(second.members["helper"]).requests[0].messages]
     assert "helper answer 1" in sent and sent[-1] == "thanks"
+
+
+async def test_a_turn_refused_by_storage_leaves_the_other_replicas_record() -> None:
+    storage = InMemoryStorage()
+    other = replica(storage, triage=[call("count_turn"), "answered elsewhere"], helper=[])
+
+    @tool
+    async def meanwhile() -> str:
+        """Let the other replica run a turn on this conversation."""
+        await other.invoke_async("elsewhere")
+        return "done"
+
+    stale = Swarm(
+        [
+            Agent(ScriptedModel([call("meanwhile"), "lost"]), name="triage", tools=[meanwhile]),
+            Agent(ScriptedModel([]), name="helper"),
+        ],
+        session=SwarmSession("support", "ctx-shared", storage),
+    )
+    await stale.restore()
+    result = await stale.invoke_async("collide")
+    assert result.status == "failed"
+    assert result.error is not None and result.error.code == "concurrent_write"
+    record = await SwarmSession("support", "ctx-shared", storage).load()
+    assert record is not None and record.shared == {"turns": 1}  # not overwritten by the stale
+    snapshot = await storage.load(SessionKey.parse("support--triage:ctx-shared"))
+    assert snapshot is not None and "collide" not in [m.text for m in snapshot.messages]
+    await stale.restore()
+    assert stale.shared_state.to_dict() == {"turns": 1}

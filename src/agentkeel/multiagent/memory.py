@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 
 from agentkeel.agent import Agent
+from agentkeel.errors import ConcurrentWriteError
 from agentkeel.ids import new_run_id
 from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent.loop import SwarmOutcome
@@ -117,7 +118,10 @@ class SwarmMemory:
             context_id=context_id,
         )
         if self.session is not None:
-            await self.session.save(self._record(run if self.suspended else None))
+            if outcome.error is None or outcome.error.code != ConcurrentWriteError.code:
+                await self.session.save(self._record(run if self.suspended else None))
+            # else another process moved the conversation on: its record stays, and the
+            # member's stale version makes the next turn reload it
             await self.session.put_run(run_record(run, result))
         return result
 
