@@ -8,7 +8,7 @@ nothing of the refused turn is stored, and the next turn reloads what the other 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -40,7 +40,7 @@ def _brain(request: ModelRequest) -> ScriptedTurn:
     return ScriptedTurn(text=f"echo: {last.text}")
 
 
-def rival_factory(storage: InMemoryStorage) -> object:
+def rival_factory(storage: InMemoryStorage) -> Callable[[str], Agent]:
     def build(context_id: str) -> Agent:
         @tool
         async def write_elsewhere() -> str:
@@ -82,7 +82,8 @@ async def test_send_answers_failed_with_concurrent_write_and_the_next_turn_reloa
     url, storage = served
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
         body = {"message": "hello", "contextId": "ctx-race"}
-        assert (await client.post(f"/agents/{AGENT}/send", json=body)).json()["status"] == "completed"
+        first = await client.post(f"/agents/{AGENT}/send", json=body)
+        assert first.json()["status"] == "completed"
         lost = await client.post(
             f"/agents/{AGENT}/send", json={"message": "collide", "contextId": "ctx-race"}
         )
@@ -114,9 +115,10 @@ async def test_stream_sends_an_error_frame_then_done_failed(
     events = [f.data["event"] for f in frames if not f.done]
     errors = [e for e in events if isinstance(e, dict) and e.get("type") == "error"]
     assert [e["code"] for e in errors] == ["concurrent_write"]
-    assert "not saved" in errors[0]["message"]
-    assert frames[-1].done and frames[-1].data["status"] == "failed"
-    assert frames[-1].data["error"]["code"] == "concurrent_write"
+    assert "not saved" in str(errors[0]["message"])
+    done = frames[-1].data
+    assert frames[-1].done and done["status"] == "failed"
+    assert isinstance(done["error"], dict) and done["error"]["code"] == "concurrent_write"
     assert await _stored_prompts(storage, "ctx-s") == ["hi", "elsewhere"]
 
 
