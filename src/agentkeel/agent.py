@@ -39,7 +39,6 @@ from agentkeel._portal import Portal, RunStream, in_event_loop, stream_run
 from agentkeel.context import RunContext
 from agentkeel.conversation import ConversationManager, KeepAllConversationManager
 from agentkeel.errors import (
-    ConcurrentWriteError,
     ConfigurationError,
     InterruptNotFoundError,
     InterruptPendingError,
@@ -58,7 +57,7 @@ from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
 from agentkeel.output import OutputType
 from agentkeel.result import AgentResult, ErrorInfo, RunStatus
 from agentkeel.run_state import RunState
-from agentkeel.session import LOST_TURN, SessionManager
+from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage.base import RunRecord
 from agentkeel.storage.usage import UsageStorage
@@ -401,14 +400,9 @@ class Agent:
                 raise
             finally:
                 self._scope = None
-            if cancelled_by_caller:
-                status: RunStatus = "cancelled"
-            else:
-                status = outcome.status
-            if outcome.error is not None and status == "failed":
-                emit(ErrorEvent(code=outcome.error.code, message=outcome.error.message))
+            status: RunStatus = "cancelled" if cancelled_by_caller else outcome.status
             result = await self._finish(run, status, outcome)
-            if result.error is not None and result.status == "failed" and status != "failed":
+            if result.error is not None and result.status == "failed":
                 emit(ErrorEvent(code=result.error.code, message=result.error.message))
             await self.hooks.invoke(AfterRunEvent(context=context, result=result))
             return result
@@ -522,36 +516,16 @@ class Agent:
             if status == "suspended":
                 await self.session_manager.save_suspended(record=record, run=run)
             else:
-                try:
-                    await self.session_manager.save_finished(
-                        record=record,
-                        new_messages=new_messages,
-                        history=self.messages,
-                        state=self.state.to_dict() if self.state.dirty else None,
-                        rewrite=rewrite,
-                    )
-                except ConcurrentWriteError as exc:
-                    return _lost(result, exc)
+                result = await self.session_manager.finish_turn(
+                    result,
+                    record=record,
+                    new_messages=new_messages,
+                    history=self.messages,
+                    state=self.state.to_dict() if self.state.dirty else None,
+                    rewrite=rewrite,
+                )
                 self.state.mark_saved()
         return result
-
-
-def _lost(result: AgentResult, exc: ConcurrentWriteError) -> AgentResult:
-    """The result of a turn storage refused: failed, nothing of it saved.
-
-    The memory still holds the refused turn, but the session version it knows is stale,
-    so the next `restore` reloads what the other process saved.
-    """
-    logger.warning("run=<%s> | turn not saved: %s", result.run_id, exc.message)
-    return replace(
-        result,
-        status="failed",
-        stop_reason="error",
-        messages=(),
-        interrupts=(),
-        output=None,
-        error=ErrorInfo(code=exc.code, message=LOST_TURN),
-    )
 
 
 def _stop_reason(status: RunStatus, model_reason: str) -> str:

@@ -33,7 +33,7 @@ from agentkeel.errors import ConcurrentWriteError, CorruptSessionError
 from agentkeel.ids import new_checkpoint_id
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject, Message
-from agentkeel.result import ErrorInfo, Usage
+from agentkeel.result import AgentResult, ErrorInfo, Usage
 from agentkeel.run_state import RunState
 from agentkeel.storage.base import RunRecord, SessionStorage
 from agentkeel.storage.usage import UsageStorage, utc_day
@@ -172,6 +172,43 @@ class SessionManager:
             )
             raise
         await self._drop_checkpoint()
+
+    async def finish_turn(
+        self,
+        result: AgentResult,
+        *,
+        record: RunRecord,
+        new_messages: Sequence[Message],
+        history: Sequence[Message],
+        state: JSONObject | None,
+        rewrite: bool,
+    ) -> AgentResult:
+        """`save_finished`, then `result`; failed with ``concurrent_write`` if refused.
+
+        A refused turn is not an exception for the run's caller: like a model failure it
+        ends the run ``failed``, with nothing of it stored. The Agent's memory still holds
+        the turn, but the version this manager knows is stale, so the next `restore`
+        reloads what the other process saved.
+        """
+        try:
+            await self.save_finished(
+                record=record,
+                new_messages=new_messages,
+                history=history,
+                state=state,
+                rewrite=rewrite,
+            )
+        except ConcurrentWriteError as exc:
+            logger.warning("run=<%s> | turn not saved: %s", result.run_id, exc.message)
+            return replace(
+                result,
+                status="failed",
+                stop_reason="error",
+                messages=(),
+                output=None,
+                error=ErrorInfo(code=exc.code, message=LOST_TURN),
+            )
+        return result
 
     async def save_suspended(self, *, record: RunRecord, run: RunState) -> None:
         """Save a suspended run so that a decision can resume it, also after a restart."""

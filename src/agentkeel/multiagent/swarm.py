@@ -207,11 +207,7 @@ class Swarm:
         return union
 
     async def restore(self) -> None:
-        """Load every member's memory and the swarm's record.
-
-        Every run calls it first. After the first load it costs one version read per
-        member, and loads again only when another process moved the conversation on: a
-        cached Swarm never runs on stale memory (SPEC guarantee 9).
+        """Load the members' memory and the swarm's record; again if storage moved on.
 
         A member with pending interrupts makes the swarm suspended in that member, so that
         a decision resumes there, also in a new process.
