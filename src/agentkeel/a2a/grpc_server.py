@@ -39,8 +39,8 @@ from a2a.utils.constants import PROTOCOL_VERSION_1_0, VERSION_HEADER
 from a2a.utils.errors import VersionNotSupportedError
 from starlette.datastructures import Headers
 
+from agentkeel.a2a.call_state import PRINCIPAL_STATE, TRANSPORT_STATE
 from agentkeel.a2a.credentials import CredentialCheck
-from agentkeel.a2a.handler import PRINCIPAL_STATE, TRANSPORT_STATE
 from agentkeel.errors import AgentkeelError
 
 __all__ = ["GrpcServer"]

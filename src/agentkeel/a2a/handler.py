@@ -12,8 +12,6 @@ context can be continued on either wire.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -55,8 +53,8 @@ from a2a.utils.errors import (
 from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.proto_utils import validate_proto_required_fields
 from a2a.utils.task import apply_history_length, validate_history_length
-from google.protobuf.json_format import MessageToDict
 
+from agentkeel.a2a.call_state import PRINCIPAL_STATE, claim_of
 from agentkeel.a2a.executor import A2AExecutor, translated
 from agentkeel.a2a.listing import list_tasks
 from agentkeel.a2a.mapping import (
@@ -85,11 +83,6 @@ from agentkeel.storage.base import SessionKey
 __all__ = ["PRINCIPAL_STATE", "AgentRequestHandler"]
 
 logger = logging.getLogger(__name__)
-
-PRINCIPAL_STATE = "agentkeel.principal"
-TRANSPORT_STATE = "agentkeel.transport"
-"""The call context's A2A transport (``JSONRPC``, ``HTTP+JSON`` or ``GRPC``)."""
-"""Key of the caller's principal in ``ServerCallContext.state`` (None: auth is off)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -182,12 +175,12 @@ class AgentRequestHandler(RequestHandler):
         key = self.executor.key(principal, message.context_id or new_context_id())
         request = _request({"message": prompt_of(message), "contextId": key.context_id})
         turn = A2ATurn(message=message)
-        body = MessageToDict(message)
+        message_id, body = claim_of(message, call.state)
         job, is_new = await self.executor.submit(
             key,
             request,
             turn,
-            message_id=_dedup_key(message.message_id, body, call.state.get(TRANSPORT_STATE)),
+            message_id=message_id,
             body=body,
             sent_context_id=message.context_id or None,
         )
@@ -425,21 +418,3 @@ def _reply(record: TaskRecord, text: str) -> Message:
         role=Role.ROLE_AGENT,
         parts=[Part(text=text)],
     )
-
-
-def _dedup_key(message_id: str, body: JSONObject, transport: object) -> str | None:
-    """The idempotency key of a new message: its transport, `messageId` and content.
-
-    The same message sent again over the same transport (a client retrying, even at
-    the same instant) has the same key and joins the first one's task. A different
-    message that reuses a `messageId`, or the same one sent over another transport, is
-    a message of its own and runs: A2A has the sender make ids unique, and a sender
-    that reuses one (the conformance kit names its messages per scenario, the same on
-    each transport) must not have a real message refused, or answered with another
-    message's task.
-    """
-    if not message_id:
-        return None
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(canonical.encode()).hexdigest()[:24]
-    return f"{transport or 'JSONRPC'}:{message_id}#{digest}"

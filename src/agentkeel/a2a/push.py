@@ -42,7 +42,7 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.push_url_validator import validate_push_notification_url
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
-from agentkeel.a2a.handler import PRINCIPAL_STATE
+from agentkeel.a2a.call_state import PRINCIPAL_STATE
 from agentkeel.messages import JSONObject
 from agentkeel.result import Usage
 from agentkeel.storage.base import RunRecord, SessionKey, SessionStorage

@@ -31,11 +31,11 @@ from a2a.types import AgentCard
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 
+from agentkeel.a2a.call_state import PRINCIPAL_STATE, TRANSPORT_STATE
 from agentkeel.a2a.card import CARD_PATH, REST_PATH, CardSource, agent_card
 from agentkeel.a2a.credentials import CredentialCheck
 from agentkeel.a2a.delivery import PushDelivery
 from agentkeel.a2a.executor import A2AExecutor
-from agentkeel.a2a.handler import PRINCIPAL_STATE, TRANSPORT_STATE
 from agentkeel.a2a.mapping import output_artifact
 from agentkeel.a2a.push import PUSH_INDEX_DEFINITION, StoredPushConfigs
 from agentkeel.a2a.rest import rest_mount
