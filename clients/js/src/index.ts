@@ -13,12 +13,17 @@ export {
   type ApprovalDecision,
   type CallOptions,
   type Decision,
+  type ForkOptions,
   type HeadersOption,
+  type ListContextsOptions,
   type MessageInput,
+  type MessagesOptions,
+  type MultitaskPolicy,
   type RetryOptions,
+  type TurnOptions,
   listAgents,
 } from "./client.js";
-export { AgentError } from "./errors.js";
+export { AgentError, ContextExistsError, MessageNotFoundError, NoActiveRunError } from "./errors.js";
 export { type SSEFrame, type SSESource, SSEDecoder, decodeSSE } from "./sse.js";
 export {
   type ActivityLine,
@@ -35,13 +40,18 @@ export {
 } from "./store.js";
 export type {
   AgentInfo,
+  CancelResult,
+  ContextPage,
+  ContextSummary,
   DoneFrame,
   ErrorBody,
   ErrorEvent,
   EventFrame,
+  ForkResult,
   Interrupt,
   InterruptEvent,
   JSONValue,
+  MessagePage,
   RunEvent,
   RunStatus,
   SendResult,
@@ -52,5 +62,6 @@ export type {
   TokenEvent,
   ToolCallEvent,
   ToolResultEvent,
+  TranscriptMessage,
 } from "./types.js";
 export { RUN_EVENT_TYPES, isDoneFrame, parseStreamFrame, toSendResult } from "./types.js";
