@@ -20,6 +20,9 @@ The hierarchy::
     ├── RunInProgressError              context_busy
     ├── RestoreRequiredError            restore_required
     ├── ContextNotFoundError            context_not_found
+    ├── ContextExistsError              context_exists
+    ├── MessageNotFoundError            message_not_found
+    ├── NoActiveRunError                no_active_run
     ├── ContextRefusedError             context_forbidden
     ├── SharedAgentError                agent_shared
     └── StorageError                    storage_error
@@ -38,6 +41,7 @@ from typing import ClassVar
 __all__ = [
     "AgentkeelError",
     "ConfigurationError",
+    "ContextExistsError",
     "ContextNotFoundError",
     "ContextOverflowError",
     "ContextRefusedError",
@@ -47,12 +51,14 @@ __all__ = [
     "InterruptPendingError",
     "InvalidContextIdError",
     "InvalidRequestError",
+    "MessageNotFoundError",
     "MaxStepsExceededError",
     "ModelAuthError",
     "ModelBadRequestError",
     "ModelError",
     "ModelRateLimitError",
     "ModelUnavailableError",
+    "NoActiveRunError",
     "RestoreRequiredError",
     "RunInProgressError",
     "SharedAgentError",
@@ -189,6 +195,28 @@ class ContextNotFoundError(AgentkeelError):
     """No such context for this principal."""
 
     code = "context_not_found"
+
+
+class ContextExistsError(AgentkeelError):
+    """A fork was asked to create a context whose id is taken; nothing was created."""
+
+    code = "context_exists"
+
+
+class MessageNotFoundError(AgentkeelError):
+    """A message id that the conversation does not hold (or not in the role asked for).
+
+    ``replace`` needs a user message and ``regenerate`` an assistant message of the
+    context; ``fork`` any of its messages. Nothing was cut or copied.
+    """
+
+    code = "message_not_found"
+
+
+class NoActiveRunError(AgentkeelError):
+    """A cancel reached a context with nothing running; nothing changed."""
+
+    code = "no_active_run"
 
 
 class ContextRefusedError(AgentkeelError):
