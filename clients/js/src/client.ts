@@ -10,7 +10,18 @@
  */
 
 import { AgentError } from "./errors.js";
-import { type HeadersOption, describe, errorFrom, newIdempotencyKey, readJSON, resolveHeaders, sleep } from "./http.js";
+import {
+  type HeadersOption,
+  describe,
+  errorFrom,
+  jsonHeaders,
+  newIdempotencyKey,
+  readJSON,
+  requireContext,
+  resolveHeaders,
+  searchOf,
+  sleep,
+} from "./http.js";
 import { decodeSSE } from "./sse.js";
 import {
   type AgentInfo,
@@ -18,7 +29,6 @@ import {
   type ContextPage,
   type ContextSummary,
   type ForkResult,
-  type JSONValue,
   type MessagePage,
   type SendResult,
   type StreamFrame,
@@ -34,97 +44,34 @@ import {
   parseStreamFrame,
 } from "./types.js";
 
+import type {
+  AgentClientOptions,
+  CallOptions,
+  Decision,
+  ForkOptions,
+  ListContextsOptions,
+  MessageInput,
+  MessagesOptions,
+  MultitaskPolicy,
+  TurnOptions,
+} from "./options.js";
+
 export { newIdempotencyKey } from "./http.js";
 
-/** The text of a message, or the A2A-style message object the server also accepts. */
-export type MessageInput = string | { role: "user"; parts: { text: string }[] };
-
-/** A decision to a tool approval: run the tool, or do not (the model gets the reason). */
-export type ApprovalDecision = { approved: true } | { approved: false; reason?: string };
-
-/**
- * What answers an interrupt: an ApprovalDecision for `approval` interrupts, any JSON
- * (usually the answer text) for `input` interrupts, or `{ cancel: true }` to abandon
- * the suspended run.
- */
-export type Decision = ApprovalDecision | { cancel: true } | JSONValue;
-
+export type {
+  AgentClientOptions,
+  ApprovalDecision,
+  CallOptions,
+  Decision,
+  ForkOptions,
+  ListContextsOptions,
+  MessageInput,
+  MessagesOptions,
+  MultitaskPolicy,
+  RetryOptions,
+  TurnOptions,
+} from "./options.js";
 export type { HeadersOption } from "./http.js";
-
-/** How failed requests and dropped streams are retried. */
-export interface RetryOptions {
-  /** Attempts after the first one; 0 turns retries off. Default 5. */
-  attempts?: number;
-  /** The first delay in milliseconds; it doubles on each attempt, up to 5 s. Default 250. */
-  delayMs?: number;
-}
-
-/** Options of `new AgentClient(...)`. */
-export interface AgentClientOptions {
-  /** The server's base URL, e.g. `http://127.0.0.1:8000`; `""` means the page's origin. */
-  url: string;
-  /** The agent's name, as in `framework.json` (and `GET /agents`). */
-  agent: string;
-  /** Continue this conversation; absent starts a new one (the server mints the id). */
-  contextId?: string;
-  /** Extra headers (e.g. `Authorization`) for every request. */
-  headers?: HeadersOption;
-  /** The fetch to use; defaults to the global one. Tests and proxies inject their own. */
-  fetch?: typeof fetch;
-  /** Called when the context id changes: set by the server, or `undefined` after `reset()`. */
-  onContext?: (contextId: string | undefined) => void;
-  /** Retries of failed requests and dropped streams. */
-  retry?: RetryOptions;
-}
-
-/** Per-call options. */
-export interface CallOptions {
-  /** Aborts the local request or stream; a run already started goes on on the server. */
-  signal?: AbortSignal;
-}
-
-/** What a turn meets when its context is already running one (SPEC section 5). */
-export type MultitaskPolicy = "queue" | "reject" | "interrupt" | "rollback";
-
-/** Options of a turn: `send` and `stream`. */
-export interface TurnOptions extends CallOptions {
-  /** This request's concurrency policy, overriding the server's `server.concurrency`. */
-  multitask?: MultitaskPolicy;
-  /**
-   * Edit: the id of a user message of this context (from the transcript). The history
-   * is cut just before it, and the turn runs with the new message in its place.
-   */
-  replace?: string;
-  /**
-   * Regenerate: the id of an assistant message of this context. The history is cut
-   * just before it and the model answers again; the turn then takes no message.
-   */
-  regenerate?: string;
-}
-
-/** Options of `listContexts`. */
-export interface ListContextsOptions extends CallOptions {
-  /** Page size, 1–200 (the server's default is 50). */
-  limit?: number;
-  /** The `nextCursor` of the previous page. */
-  cursor?: string;
-}
-
-/** Options of `messages` and `allMessages`. */
-export interface MessagesOptions extends CallOptions {
-  /** Only the messages after this message id. */
-  after?: string;
-  /** Page size, 1–500 (the server's default is 100). */
-  limit?: number;
-}
-
-/** Options of `fork`. */
-export interface ForkOptions extends CallOptions {
-  /** Copy the history up to and including this message; absent: all of it. */
-  messageId?: string;
-  /** The new context's id; absent: the server mints one. */
-  contextId?: string;
-}
 
 interface TurnFields {
   message?: MessageInput;
@@ -471,22 +418,6 @@ export class AgentClient {
     this.#contextId = contextId;
     this.#onContext?.(contextId);
   }
-}
-
-function requireContext(contextId: string | undefined, what: string): string {
-  if (contextId === undefined) throw new AgentError("no_context", `there is no conversation to ${what}`, 0);
-  return contextId;
-}
-
-function jsonHeaders(): Record<string, string> {
-  return { "Content-Type": "application/json", Accept: "application/json" };
-}
-
-function searchOf(params: { readonly [name: string]: string | number | undefined }): string {
-  const search = new URLSearchParams();
-  for (const [name, value] of Object.entries(params)) if (value !== undefined) search.set(name, String(value));
-  const text = search.toString();
-  return text === "" ? "" : `?${text}`;
 }
 
 /** `GET /agents`: the agents a server offers, in `framework.json` order. */

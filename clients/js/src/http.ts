@@ -68,3 +68,22 @@ export function newIdempotencyKey(): string {
   const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
+
+/** The context id a call acts on, or the `no_context` error. */
+export function requireContext(contextId: string | undefined, what: string): string {
+  if (contextId === undefined) throw new AgentError("no_context", `there is no conversation to ${what}`, 0);
+  return contextId;
+}
+
+/** The headers of a JSON request that expects a JSON answer. */
+export function jsonHeaders(): Record<string, string> {
+  return { "Content-Type": "application/json", Accept: "application/json" };
+}
+
+/** A query string (`?a=1&b=x`) of the defined values, or `""`. */
+export function searchOf(params: { readonly [name: string]: string | number | undefined }): string {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) if (value !== undefined) search.set(name, String(value));
+  const text = search.toString();
+  return text === "" ? "" : `?${text}`;
+}
