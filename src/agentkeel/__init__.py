@@ -18,6 +18,7 @@ from agentkeel.conversation import (
 )
 from agentkeel.errors import (
     AgentkeelError,
+    BudgetExceededError,
     ConfigurationError,
     ContextNotFoundError,
     ContextRefusedError,
@@ -27,6 +28,7 @@ from agentkeel.errors import (
     InvalidContextIdError,
     InvalidRequestError,
     ModelError,
+    OutputInvalidError,
     RestoreRequiredError,
     RunInProgressError,
     SharedAgentError,
@@ -64,6 +66,7 @@ from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
 from agentkeel.tools.toolset import Toolset
+from agentkeel.usage import ModelPrice, TokenBudgets
 
 if TYPE_CHECKING:
     from agentkeel.mcp import MCPServer
@@ -79,6 +82,7 @@ __all__ = [
     "AgentkeelError",
     "Approve",
     "AsyncAgentClient",
+    "BudgetExceededError",
     "CancelRun",
     "Checkpointer",
     "ConfigurationError",
@@ -104,6 +108,8 @@ __all__ = [
     "MCPServer",
     "Message",
     "ModelError",
+    "ModelPrice",
+    "OutputInvalidError",
     "Reject",
     "RestoreRequiredError",
     "RunContext",
@@ -127,6 +133,7 @@ __all__ = [
     "SwarmResult",
     "SwarmSession",
     "ThinkingEvent",
+    "TokenBudgets",
     "TokenEvent",
     "Tool",
     "ToolCallEvent",

@@ -18,10 +18,20 @@ one event loop that lives as long as the Agent, in a thread of its own (`Portal`
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from dataclasses import replace
 from types import TracebackType
+from typing import cast
 
 import anyio
 
@@ -43,14 +53,17 @@ from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Inte
 from agentkeel.loop import LoopOutcome, RunLimits, RunLoop, close_step
 from agentkeel.messages import JSONValue, Message
 from agentkeel.middleware import AgentMiddleware
-from agentkeel.models.base import Model
+from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
+from agentkeel.output import OutputType
 from agentkeel.result import AgentResult, ErrorInfo, RunStatus
 from agentkeel.run_state import RunState
 from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage.base import RunRecord
+from agentkeel.storage.usage import UsageStorage
 from agentkeel.tools.decorator import Tool
 from agentkeel.tools.toolset import Toolset, resolve_tools
+from agentkeel.usage import TokenBudgets, UsageMeter
 
 __all__ = ["Agent", "StreamItem"]
 
@@ -79,6 +92,13 @@ class Agent:
             before the first run.
         approve: Names of tools that suspend the run for a human approval.
         limits: Step budget and default tool timeout.
+        output_type: The type of the answer (a pydantic model, a dataclass, a
+            TypedDict, a union or a list of them): the run ends with a validated
+            instance in `AgentResult.output`.
+        output_retries: How many invalid answers go back to the model with their
+            validation errors before the run fails with ``output_invalid``; None
+            keeps `limits.output_retries` (1).
+        budgets: Token budgets, checked before every model call.
     """
 
     def __init__(
@@ -96,6 +116,9 @@ class Agent:
         session_manager: SessionManager | None = None,
         approve: Iterable[str] = (),
         limits: RunLimits | None = None,
+        output_type: object = None,
+        output_retries: int | None = None,
+        budgets: TokenBudgets | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise ConfigurationError("model must implement agentkeel.models.Model")
@@ -126,6 +149,22 @@ class Agent:
         self.session_manager = session_manager
         self.approve = frozenset(approve)
         self.limits = limits or RunLimits()
+        if output_retries is not None:
+            if output_retries < 0:
+                raise ConfigurationError("output_retries must not be negative")
+            self.limits = replace(self.limits, output_retries=output_retries)
+        self.output = (
+            output_type
+            if output_type is None or isinstance(output_type, OutputType)
+            else OutputType.of(output_type)
+        )
+        """The prepared output type, or None for a text answer."""
+        if self.output is not None and FINAL_ANSWER_TOOL in self.tools:
+            raise ConfigurationError(
+                f"a tool named {FINAL_ANSWER_TOOL!r} would hide the final answer of "
+                "an agent with an output_type; rename the tool"
+            )
+        self.budgets = budgets or TokenBudgets()
         self.messages: list[Message] = []
         self.shared_state: SharedState | None = None
         """Set by a Swarm on its members; handed to tools through the RunContext."""
@@ -380,7 +419,16 @@ class Agent:
             limits=self.limits,
             context=context,
             emit=emit,
+            output=self.output,
+            meter=self._meter(),
         )
+
+    def _meter(self) -> UsageMeter | None:
+        manager = self.session_manager
+        if manager is not None and _keeps_usage(type(manager.storage)):
+            storage = cast(UsageStorage, manager.storage)
+            return UsageMeter(self.budgets, storage, manager.key)
+        return UsageMeter(self.budgets) if self.budgets.any else None
 
     def _begin(self, prompt: str | Message | None) -> RunState:
         if self._suspended is not None:
@@ -458,6 +506,7 @@ class Agent:
             ),
             context_id=self.context_id,
             agent=self.name,
+            output=outcome.output if status == "completed" else None,
         )
         if self.session_manager is not None:
             record = _record(run, result)
@@ -499,6 +548,12 @@ def _record(run: RunState, result: AgentResult) -> RunRecord:
         interrupts=result.interrupts,
         stop_reason=result.stop_reason,
     )
+
+
+@functools.cache
+def _keeps_usage(storage_type: type) -> bool:
+    """Whether a storage class keeps usage (cached: a Protocol check costs microseconds)."""
+    return issubclass(storage_type, UsageStorage)
 
 
 def _ignore(event: RunEvent) -> None:

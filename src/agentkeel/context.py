@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agentkeel.state import AgentState, InvocationState, SharedState
+
+if TYPE_CHECKING:
+    from agentkeel.memory.memory import AgentMemory
 
 __all__ = ["RunContext"]
 
@@ -31,3 +35,6 @@ class RunContext:
     end_after_tools: bool = False
     """Set by a tool to end the run once this step's tool results are in, without another
     model call (a swarm's handoff does this: the next member answers, not this one)."""
+    memory: AgentMemory | None = None
+    """The caller's memory across conversations (set by `agentkeel.memory.MemoryHook`;
+    None when the agent has none). The semantic tools read it."""

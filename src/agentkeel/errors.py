@@ -14,6 +14,8 @@ The hierarchy::
     │   ├── ModelRateLimitError         model_rate_limited
     │   └── ModelUnavailableError       model_unavailable
     ├── MaxStepsExceededError           max_steps_exceeded
+    ├── OutputInvalidError              output_invalid
+    ├── BudgetExceededError             budget_exceeded
     ├── InterruptError                  interrupt_error
     │   ├── InterruptNotFoundError      interrupt_not_found
     │   └── InterruptPendingError       interrupt_pending
@@ -40,6 +42,7 @@ from typing import ClassVar
 
 __all__ = [
     "AgentkeelError",
+    "BudgetExceededError",
     "ConfigurationError",
     "ContextExistsError",
     "ContextNotFoundError",
@@ -59,6 +62,7 @@ __all__ = [
     "ModelRateLimitError",
     "ModelUnavailableError",
     "NoActiveRunError",
+    "OutputInvalidError",
     "RestoreRequiredError",
     "RunInProgressError",
     "SharedAgentError",
@@ -152,6 +156,26 @@ class MaxStepsExceededError(AgentkeelError):
     """A run used its whole step budget without the model finishing."""
 
     code = "max_steps_exceeded"
+
+
+class OutputInvalidError(AgentkeelError):
+    """The model's answer failed validation against the output type, retries included."""
+
+    code = "output_invalid"
+
+
+class BudgetExceededError(AgentkeelError):
+    """A token budget is spent; `retry_after` is the seconds until it renews, if it does.
+
+    A run that meets one ends ``failed`` with this code before its next model call; a
+    new turn of a principal over its daily budget is refused with it (HTTP 429).
+    """
+
+    code = "budget_exceeded"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class InterruptError(AgentkeelError):

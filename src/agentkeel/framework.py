@@ -40,7 +40,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from agentkeel.agent import Agent
-from agentkeel.auth_settings import AuthSettings, load_auth
+from agentkeel.auth_settings import load_auth
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.checkpoint.file import FileCheckpointer
 from agentkeel.checkpoint.memory import InMemoryCheckpointer
@@ -55,16 +55,21 @@ from agentkeel.definitions import (
 from agentkeel.errors import ConfigurationError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.loop import RunLimits
+from agentkeel.memory.config import MemorySection, load_memory
+from agentkeel.memory.memory import Memory
 from agentkeel.models.base import Model
 from agentkeel.models.registry import KNOWN_PROVIDERS, model_from_config
 from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
+from agentkeel.output import OutputType
+from agentkeel.server_settings import Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
 from agentkeel.tools.toolset import Toolset
+from agentkeel.usage import BudgetsConfig, PriceConfig, UsagePolicy
 
 __all__ = [
     "CATALOG_CONTEXT_ID",
@@ -109,36 +114,6 @@ def parse_duration(text: str | None) -> float | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ServerSettings:
-    """The ``server`` section: how the HTTP server binds and what it tolerates."""
-
-    host: str = "127.0.0.1"
-    port: int = 8000
-    ui: bool = True
-    """Serve the demo chat page at ``/`` (it is bundled in the package); false turns it off."""
-    max_body_bytes: int = 1_048_576
-    concurrency: Literal["queue", "reject"] = "queue"
-    """A turn on a busy context waits in line (``queue``) or gets ``409 context_busy``."""
-    cors: tuple[str, ...] = ()
-    heartbeat_seconds: float = 15.0
-    """A comment is sent on a stream idle this long, so proxies keep it open."""
-    shutdown_timeout_seconds: float = 30.0
-    """How long running turns may go on after a shutdown signal before they are cancelled."""
-    auth: AuthSettings | None = None
-    """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Retention:
-    """The ``retention`` section, in seconds (None: kept without a time limit)."""
-
-    runs: float | None = None
-    events: float | None = 3600.0
-    """How long a run's stream frames stay available for a reconnect."""
-    idle_sessions: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Framework:
     """A validated framework: definitions, where memory lives, and the server settings."""
 
@@ -150,6 +125,9 @@ class Framework:
     max_contexts: int = 1000
     server: ServerSettings = field(default_factory=ServerSettings)
     retention: Retention = field(default_factory=Retention)
+    usage: UsagePolicy = field(default_factory=UsagePolicy)  # budgets and prices
+    memory: Memory | None = None
+    """Memory across conversations (SPEC 12, docs/memory.md); None turns it off."""
     source: str = "<code>"
     """The file the framework came from, for messages."""
 
@@ -183,6 +161,7 @@ class _ModelConfig(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0)
     thinking_budget: int | None = Field(default=None, ge=0)
+    structured_output: Literal["json_schema", "tool"] | None = None
 
 
 class _DeclaredAgent(_Strict):
@@ -194,6 +173,8 @@ class _DeclaredAgent(_Strict):
     mcp: dict[str, object] = {}
     max_steps: int | None = Field(default=None, ge=1)
     tool_timeout: float | None = Field(default=None, gt=0)
+    output: str | None = Field(default=None, min_length=1)
+    output_retries: int | None = Field(default=None, ge=0)
 
 
 class _FactoryAgent(_Strict):
@@ -272,6 +253,9 @@ class _File(_Strict):
     max_contexts: int = Field(default=1000, ge=1)
     server: _Server = _Server()
     retention: _Retention = _Retention()
+    budgets: BudgetsConfig = BudgetsConfig()
+    prices: dict[str, PriceConfig] = {}
+    memory: MemorySection | None = None
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -311,6 +295,12 @@ class _Loader:
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
+            usage=UsagePolicy.of(parsed.budgets, parsed.prices),
+            memory=None
+            if parsed.memory is None
+            else load_memory(
+                parsed.memory, self.base, parsed.session_dir or parsed.storage, self.source
+            ),
             source=self.source,
         )
 
@@ -413,6 +403,8 @@ class _Loader:
             tool_timeout=config.tool_timeout or defaults.tool_timeout,
         )
 
+        output = self.output_type(f"{prefix}.output", config.output)
+
         def build(context_id: str) -> Agent:
             del context_id  # every context gets a fresh Agent; the model is shared
             return Agent(
@@ -423,6 +415,8 @@ class _Loader:
                 description=config.description,
                 approve=config.approve,
                 limits=limits,
+                output_type=output,  # prepared once, shared by every context
+                output_retries=config.output_retries,
             )
 
         return build, tools
@@ -490,6 +484,13 @@ class _Loader:
         if not isinstance(target, Tool):
             raise self.error(path, f"{ref!r} is not a tool; decorate the function with @tool")
         return target
+
+    def output_type(self, path: str, ref: str | None) -> OutputType | None:
+        target = None if ref is None else self.import_ref(path, ref)
+        try:
+            return None if target is None else OutputType.of(target)
+        except ConfigurationError as exc:
+            raise self.error(path, exc.message) from None
 
     def import_ref(self, path: str, ref: str) -> object:
         module_name, sep, attribute = ref.partition(":")

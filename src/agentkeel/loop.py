@@ -13,10 +13,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
+from agentkeel.answers import AnswerChecker
 from agentkeel.context import RunContext
 from agentkeel.conversation import ConversationManager
 from agentkeel.errors import AgentkeelError, MaxStepsExceededError, ModelError
@@ -59,6 +60,7 @@ from agentkeel.messages import (
 )
 from agentkeel.middleware import AgentMiddleware, ModelResponse, ToolOutcome, compose_tool
 from agentkeel.models.base import (
+    FINAL_ANSWER_TOOL,
     Finish,
     Model,
     ModelRequest,
@@ -66,11 +68,12 @@ from agentkeel.models.base import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from agentkeel.result import ErrorInfo, ToolCallRecord
+from agentkeel.output import OutputType
+from agentkeel.result import ErrorInfo, ToolCallRecord, Usage
 from agentkeel.run_state import PendingCall, RunState
 from agentkeel.tools.decorator import Tool, ToolInputError
 
-__all__ = ["LoopOutcome", "RunLimits", "RunLoop", "close_step"]
+__all__ = ["LoopOutcome", "RunLimits", "RunLoop", "RunMeter", "close_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +86,20 @@ class RunLimits:
     """Model calls a run may make before it fails with ``max_steps_exceeded``."""
     tool_timeout: float | None = 60.0
     """Seconds one tool call may take unless the tool sets its own `timeout`."""
+    output_retries: int = 1
+    """Answers that fail the output type's validation are sent back this many times."""
+
+
+class RunMeter(Protocol):
+    """Counts a run's tokens and stops it before a model call a budget no longer allows."""
+
+    async def check(self, run_usage: Usage) -> None:
+        """Raise BudgetExceededError if another model call would go over a budget."""
+        ...
+
+    async def record(self, usage: Usage) -> None:
+        """Count what one model call used."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +109,8 @@ class LoopOutcome:
     status: Literal["completed", "suspended", "failed"]
     text: str = ""
     error: ErrorInfo | None = None
+    output: Any = None
+    """The validated structured answer (agents with an output type)."""
 
 
 @dataclass(slots=True)
@@ -123,6 +142,8 @@ class RunLoop:
         context: RunContext,
         emit: Callable[[RunEvent], None],
         agent_label: str | None = None,
+        output: OutputType | None = None,
+        meter: RunMeter | None = None,
     ) -> None:
         self._model = model
         self._tools = tools
@@ -138,6 +159,10 @@ class RunLoop:
         self._label = agent_label
         self._specs = tuple(tool.spec for tool in tools.values())
         self._invalid_arguments: dict[str, str] = {}
+        self._output = output
+        self._checker = None if output is None else AnswerChecker(output, limits.output_retries)
+        self._meter = meter
+        self._raw_arguments: dict[str, str] = {}
 
     async def run(self, state: RunState) -> LoopOutcome:
         """Advance `state` until the run completes, suspends or fails."""
@@ -150,26 +175,9 @@ class RunLoop:
                 if self._context.end_after_tools:
                     return LoopOutcome(status="completed", text=_last_text(state))
             while True:
-                if state.step >= self._limits.max_steps:
-                    raise MaxStepsExceededError(
-                        f"the run used all {self._limits.max_steps} steps without finishing"
-                    )
-                state.step += 1
-                self._context.step = state.step
-                self._emit(StepEvent(step=state.step, agent=self._label))
-                message = await self._call_model(state)
-                await self._add_message(state, message)
-                calls = list(message.tool_calls)
-                if not calls:
-                    return LoopOutcome(status="completed", text=message.text)
-                state.step_calls = calls
-                state.step_outcomes = {}
-                await self._run_calls(state, [(call, None) for call in calls])
-                if state.pending:
-                    return self._suspend(state)
-                self._close_step(state)
-                if self._context.end_after_tools:
-                    return LoopOutcome(status="completed", text=_last_text(state))
+                outcome = await self._step(state)
+                if outcome is not None:
+                    return outcome
         except AgentkeelError as exc:
             return LoopOutcome(status="failed", error=ErrorInfo(code=exc.code, message=exc.message))
         except Exception:
@@ -179,12 +187,45 @@ class RunLoop:
                 error=ErrorInfo(code="internal_error", message="the run failed unexpectedly"),
             )
 
+    async def _step(self, state: RunState) -> LoopOutcome | None:
+        """One cycle: a model call, then its tool calls; an outcome if the run ends."""
+        if state.step >= self._limits.max_steps:
+            raise MaxStepsExceededError(
+                f"the run used all {self._limits.max_steps} steps without finishing"
+            )
+        if self._meter is not None:
+            await self._meter.check(state.usage)
+        state.step += 1
+        self._context.step = state.step
+        self._emit(StepEvent(step=state.step, agent=self._label))
+        message = await self._call_model(state)
+        await self._add_message(state, message)
+        calls = list(message.tool_calls)
+        if self._output is not None:
+            answer = next((c for c in calls if c.name == FINAL_ANSWER_TOOL), None)
+            if answer is not None or not calls:
+                return await self._take_output(state, message, answer)
+        if not calls:
+            return LoopOutcome(status="completed", text=message.text)
+        state.step_calls = calls
+        state.step_outcomes = {}
+        await self._run_calls(state, [(call, None) for call in calls])
+        if state.pending:
+            return self._suspend(state)
+        self._close_step(state)
+        if self._context.end_after_tools:
+            return LoopOutcome(status="completed", text=_last_text(state))
+        return None
+
     # -- model ------------------------------------------------------------------------
 
     async def _call_model(self, state: RunState) -> Message:
         visible = self._conversation.select(self._history, state.messages)
         request = ModelRequest(
-            messages=visible, system_prompt=self._system_prompt, tools=self._specs
+            messages=visible,
+            system_prompt=self._system_prompt,
+            tools=self._specs,
+            output=None if self._output is None else self._output.schema,
         )
         for layer in self._middleware:
             request = await layer.before_model(self._context, request)
@@ -197,6 +238,8 @@ class RunLoop:
         message = self._assemble(assembly)
         finish = assembly.finish or Finish()
         state.usage = state.usage + finish.usage
+        if self._meter is not None:
+            await self._meter.record(finish.usage)
         response = ModelResponse(message=message, stop_reason=finish.stop_reason)
         for layer in reversed(self._middleware):
             response = await layer.after_model(self._context, response)
@@ -211,6 +254,7 @@ class RunLoop:
                     context=self._context,
                     message=response.message,
                     stop_reason=response.stop_reason,
+                    usage=finish.usage,
                 )
             )
         return response.message
@@ -233,11 +277,11 @@ class RunLoop:
                 elif isinstance(chunk, ToolCallDelta):
                     call_id, name, fragments = assembly.calls.get(chunk.index, (None, None, []))
                     fragments.append(chunk.arguments)
-                    assembly.calls[chunk.index] = (
-                        call_id or chunk.id,
-                        name or chunk.name,
-                        fragments,
-                    )
+                    name = name or chunk.name
+                    assembly.calls[chunk.index] = (call_id or chunk.id, name, fragments)
+                    if chunk.arguments and name == FINAL_ANSWER_TOOL and self._output is not None:
+                        # the answer's JSON streams as tokens, as it would in text
+                        self._emit(TokenEvent(text=chunk.arguments, agent=self._label))
                 else:
                     assembly.finish = chunk
         except ModelError:
@@ -265,6 +309,8 @@ class RunLoop:
             call_id, name, fragments = assembly.calls[index]
             call_id = call_id or new_call_id()
             raw = "".join(fragments).strip()
+            if name == FINAL_ANSWER_TOOL:
+                self._raw_arguments[call_id] = raw
             tool_input: JSONObject = {}
             try:
                 parsed = json.loads(raw) if raw else {}
@@ -275,6 +321,25 @@ class RunLoop:
                 self._invalid_arguments[call_id] = f"the arguments were not valid JSON: {exc}"
             parts.append(ToolCallPart(id=call_id, name=name or "", input=tool_input))
         return Message(role="assistant", parts=tuple(parts))
+
+    # -- structured output --------------------------------------------------------------
+
+    async def _take_output(
+        self, state: RunState, message: Message, answer: ToolCallPart | None
+    ) -> LoopOutcome | None:
+        """Judge the model's answer: an outcome, or None after sending the errors back."""
+        if self._checker is None:
+            raise RuntimeError("internal error: no output type to validate against")
+        raw = message.text if answer is None else self._raw_arguments.get(answer.id, "")
+        problem = None if answer is None else self._invalid_arguments.pop(answer.id, None)
+        verdict = self._checker.check(message, answer, raw, problem)
+        for added in verdict.messages:
+            await self._add_message(state, added)
+        if verdict.accepted:
+            return LoopOutcome(status="completed", text=verdict.text, output=verdict.value)
+        if verdict.error is not None:
+            return LoopOutcome(status="failed", text=verdict.text, error=verdict.error)
+        return None
 
     # -- tools ------------------------------------------------------------------------
 

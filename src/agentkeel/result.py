@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import JSONObject, JSONValue, Message
@@ -27,6 +27,7 @@ RUN_STATUSES: dict[str, RunStatus] = {
     "cancelled": "cancelled",
 }
 """Decode a stored run status into the Literal type (None for an unknown one)."""
+_T = TypeVar("_T")
 _TOOL_CALL_STATUSES: dict[str, ToolCallStatus] = {
     "success": "success",
     "error": "error",
@@ -38,15 +39,24 @@ _TOOL_CALL_STATUSES: dict[str, ToolCallStatus] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
-    """Token counts reported by the model provider, summed over a run's model calls."""
+    """Token counts reported by the model provider, summed over a run's model calls.
+
+    `cached_tokens` are the part of `input_tokens` the provider read from its prompt
+    cache and `reasoning_tokens` the part of `output_tokens` spent thinking, where the
+    provider reports them (0 where it does not): they are subsets, never added on top.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
     @property
@@ -55,8 +65,30 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def to_json(self) -> JSONObject:
-        """Encode for a run record."""
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        """Encode for a run record (the cached and reasoning counts only when reported)."""
+        data: JSONObject = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        if self.cached_tokens:
+            data["cached_tokens"] = self.cached_tokens
+        if self.reasoning_tokens:
+            data["reasoning_tokens"] = self.reasoning_tokens
+        return data
+
+    @classmethod
+    def from_json(cls, data: JSONValue) -> Usage:
+        """Decode `to_json`'s output; a missing or malformed count reads as 0."""
+        if not isinstance(data, dict):
+            return cls()
+
+        def count(name: str) -> int:
+            value = data.get(name)
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        return cls(
+            input_tokens=count("input_tokens"),
+            output_tokens=count("output_tokens"),
+            cached_tokens=count("cached_tokens"),
+            reasoning_tokens=count("reasoning_tokens"),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +168,8 @@ class AgentResult:
     error: ErrorInfo | None = None
     context_id: str | None = None
     agent: str | None = None
+    output: Any = None
+    """The validated structured answer, for an agent with an `output_type` (else None)."""
 
     @property
     def interrupt(self) -> Interrupt | None:
@@ -146,6 +180,19 @@ class AgentResult:
     def tool_names(self) -> list[str]:
         """Names of the tools that ran, in call order (the wire's `toolCalls`)."""
         return [record.name for record in self.tool_calls if record.ran]
+
+    def output_as(self, output_type: type[_T]) -> _T:
+        """`output`, checked to be an instance of `output_type` (typed for the caller).
+
+        Raises:
+            TypeError: If the run has no output of that type (it failed, or the agent
+                has another output type).
+        """
+        if not isinstance(self.output, output_type):
+            raise TypeError(
+                f"the run's output is {type(self.output).__name__}, not {output_type.__name__}"
+            )
+        return self.output
 
     def __str__(self) -> str:
         return self.text

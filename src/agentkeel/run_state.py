@@ -129,10 +129,7 @@ class RunState:
             step=step,
             messages=[message_from_json(m) for m in cast(list[JSONValue], data["messages"])],
             records={record.id: record for record in records},
-            usage=Usage(
-                input_tokens=int(cast(int, usage.get("input_tokens") or 0)),
-                output_tokens=int(cast(int, usage.get("output_tokens") or 0)),
-            ),
+            usage=Usage.from_json(usage),
             step_calls=[
                 ToolCallPart(
                     id=str(c["id"]), name=str(c["name"]), input=cast(JSONObject, c["input"])

@@ -11,7 +11,7 @@ it is forgotten.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from agentkeel.agent import Agent
 from agentkeel.checkpoint.base import Checkpointer
@@ -19,7 +19,7 @@ from agentkeel.errors import ConfigurationError, CorruptSessionError
 from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent import Swarm, SwarmSession
 from agentkeel.multiagent.session import MEMBER_SEPARATOR
-from agentkeel.result import ErrorInfo
+from agentkeel.result import ErrorInfo, Usage
 from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
 from agentkeel.tools.decorator import Tool
@@ -53,6 +53,10 @@ class ServedResult(Protocol):
     def interrupt(self) -> Interrupt | None: ...  # noqa: D102
     @property
     def error(self) -> ErrorInfo | None: ...  # noqa: D102
+    @property
+    def usage(self) -> Usage: ...  # noqa: D102
+    @property
+    def output(self) -> Any: ...  # noqa: D102
 
 
 def checked_served(target: object, definition: str) -> Served:

@@ -25,8 +25,10 @@ from agentkeel.checkpoint.base import Checkpoint, Checkpointer
 from agentkeel.errors import CorruptSessionError
 from agentkeel.ids import new_checkpoint_id
 from agentkeel.messages import JSONObject, Message
+from agentkeel.result import Usage
 from agentkeel.run_state import RunState
 from agentkeel.storage.base import RunRecord, SessionKey, SessionStorage
+from agentkeel.storage.usage import UsageStorage, utc_day
 
 __all__ = ["RestoredSession", "SessionManager"]
 
@@ -144,6 +146,21 @@ class SessionManager:
         if self.checkpointer is not None and self._checkpoint_id is not None:
             await self.checkpointer.delete(self.key, self._checkpoint_id)
         self._checkpoint_id = None
+
+    async def usage(self) -> Usage:
+        """Every token this context's model calls used, across runs and restarts.
+
+        Zero when the storage keeps no usage (it does not implement UsageStorage).
+        """
+        if not isinstance(self.storage, UsageStorage):
+            return Usage()
+        return await self.storage.context_usage(self.key)
+
+    async def principal_usage(self, day: str | None = None) -> Usage:
+        """What the owning principal's model calls used on `day` (UTC; today if None)."""
+        if not isinstance(self.storage, UsageStorage):
+            return Usage()
+        return await self.storage.principal_usage(self.key.principal, day or utc_day())
 
     async def delete(self) -> None:
         """Forget the whole session: history, state, runs and checkpoints."""

@@ -24,7 +24,7 @@ from e2e.conftest import StartServer
 
 pytestmark = pytest.mark.anyio
 CONTEXT_ID = re.compile(r"^ctx-[0-9a-f]{36}$")
-DONE_KEYS = {"contextId", "runId", "done", "status", "text", "toolCalls"}
+DONE_KEYS = {"contextId", "runId", "done", "status", "text", "toolCalls", "usage"}
 
 
 def assert_well_formed(frames: list[Frame]) -> None:
@@ -68,7 +68,7 @@ async def test_send_returns_the_send_result(server_url: str) -> None:
         )
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"contextId", "runId", "status", "text", "toolCalls"}
+    assert set(body) == {"contextId", "runId", "status", "text", "toolCalls", "usage"}
     assert body["status"] == "completed" and body["text"] == "echo: hi"
     assert CONTEXT_ID.fullmatch(body["contextId"])
     assert structured.json()["text"] == "echo: parts"
@@ -196,7 +196,7 @@ async def test_idle_streams_get_heartbeats(start_server: StartServer) -> None:
             async with client.stream("POST", "/agents/scripted/stream", json=body) as response:
                 raw = (await response.aread()).decode()
     assert raw.count(": keep-alive\n\n") >= 2
-    assert raw.rstrip().endswith('"toolCalls":["pause"]}')
+    assert raw.rstrip().endswith("}") and '"toolCalls":["pause"],"usage":' in raw
 
 
 async def test_retained_frames_expire(start_server: StartServer) -> None:

@@ -50,9 +50,14 @@ def anthropic_error(
 class AnthropicStream:
     """Builds a streamed answer event by event; content block indexes are counted for you."""
 
-    def __init__(self, model: str = "claude-fake", *, input_tokens: int = 10) -> None:
+    def __init__(
+        self, model: str = "claude-fake", *, input_tokens: int = 10, cache_read_tokens: int = 0
+    ) -> None:
         self.events: list[tuple[str, str]] = []
         self._index = 0
+        usage: JSONObject = {"input_tokens": input_tokens, "output_tokens": 1}
+        if cache_read_tokens:
+            usage["cache_read_input_tokens"] = cache_read_tokens
         self.event(
             "message_start",
             {
@@ -65,7 +70,7 @@ class AnthropicStream:
                     "model": model,
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+                    "usage": usage,
                 },
             },
         )
@@ -195,8 +200,47 @@ def _check_blocks(
     return None
 
 
+_BODY_KEYS = {
+    "model", "max_tokens", "messages", "system", "stream", "tools", "tool_choice",
+    "thinking", "temperature", "top_p", "top_k", "stop_sequences", "metadata",
+}  # fmt: skip
+
+
+def _check_keys(body: JSONObject) -> str | None:
+    extra = sorted(set(body) - _BODY_KEYS)
+    return f"{extra[0]}: Extra inputs are not permitted" if extra else None
+
+
+def _check_tools(body: JSONObject) -> str | None:
+    tools = body.get("tools")
+    names: list[str] = []
+    for position, tool in enumerate(tools if isinstance(tools, list) else []):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            return f"tools.{position}.custom.name: Field required"
+        schema = tool.get("input_schema")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            return f"tools.{position}.custom.input_schema.type: Input should be 'object'"
+        names.append(str(tool["name"]))
+    if len(set(names)) != len(names):
+        return "tools: Tool names must be unique."
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind not in ("auto", "any", "tool", "none"):
+        return "tool_choice: Input tag does not match any of the expected tags"
+    if kind == "tool" and isinstance(choice, dict) and choice.get("name") not in names:
+        return f"tool_choice.name: tool {choice.get('name')!r} is not in tools"
+    if kind in ("any", "tool") and isinstance(body.get("thinking"), dict):
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    return None
+
+
 def validate_request(body: JSONObject) -> str | None:
     """What the real API would refuse in `body`, as its error message; None if valid."""
+    problem = _check_keys(body) or _check_tools(body)
+    if problem is not None:
+        return problem
     max_tokens = body.get("max_tokens")
     if not isinstance(body.get("model"), str) or not isinstance(max_tokens, int):
         return "model and max_tokens: Field required"

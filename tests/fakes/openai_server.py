@@ -11,7 +11,10 @@ Usage::
 Streams are ``data: <chunk JSON>`` frames ending with ``data: [DONE]``, exactly as the
 real API sends them (first chunk carries the role, every chunk carries ``"usage": null``
 until the usage-only chunk). The fake also checks what the real API would refuse:
-tool messages that answer no call, calls left unanswered, fields it does not accept.
+tool messages that answer no call, calls left unanswered, fields it does not accept, a
+``response_format`` schema that strict mode refuses, a ``tool_choice`` without tools.
+``FakeOpenAI(json_schema=False)`` is a compatible server without structured outputs,
+which refuses a ``json_schema`` response format as such servers do.
 """
 
 from __future__ import annotations
@@ -132,7 +135,14 @@ class OpenAIStream:
         """Add the chunk with an empty delta and `finish_reason`."""
         return self._chunk({}, reason)
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> Self:
+    def usage(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        *,
+        cached_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+    ) -> Self:
         """Add the usage-only chunk that ``stream_options.include_usage`` asks for."""
         self._chunk(None)
         last = json.loads(self.events[-1])
@@ -141,6 +151,10 @@ class OpenAIStream:
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if cached_tokens is not None:
+            last["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+        if reasoning_tokens is not None:
+            last["usage"]["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
         self.events[-1] = json.dumps(last)
         return self
 
@@ -225,7 +239,99 @@ def _check_tool_flow(messages: list[JSONValue]) -> str | None:
     return None
 
 
-def validate_request(body: JSONObject) -> str | None:
+def _strict_node_problem(node: JSONObject, where: str) -> str | None:
+    for keyword in ("oneOf", "patternProperties", "propertyNames", "uniqueItems"):
+        if keyword in node:
+            return f"{where}'{keyword}' is not permitted."
+    if node.get("type") != "object":
+        return None
+    if node.get("additionalProperties") is not False:
+        return f"{where}'additionalProperties' is required to be supplied and to be false."
+    properties = node.get("properties")
+    keys = list(properties) if isinstance(properties, dict) else []
+    required = node.get("required")
+    missing = [key for key in keys if not isinstance(required, list) or key not in required]
+    if missing:
+        return (
+            f"{where}'required' is required to be supplied and to be an array including "
+            f"every key in properties. Missing '{missing[0]}'."
+        )
+    return None
+
+
+def _strict_problem(node: JSONValue, context: tuple[str, ...]) -> str | None:
+    """What strict mode refuses in one schema node (recursively), as OpenAI words it."""
+    if isinstance(node, list):
+        for item in node:
+            problem = _strict_problem(item, context)
+            if problem is not None:
+                return problem
+        return None
+    if not isinstance(node, dict):
+        return None
+    problem = _strict_node_problem(node, f"In context={context}, ")
+    if problem is not None:
+        return problem
+    for key, value in node.items():
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            for name, child in value.items():
+                problem = _strict_problem(child, (*context, key, str(name)))
+                if problem is not None:
+                    return problem
+        elif key in ("items", "anyOf", "allOf"):
+            problem = _strict_problem(value, (*context, key))
+            if problem is not None:
+                return problem
+    return None
+
+
+def _check_response_format(body: JSONObject, json_schema_supported: bool) -> str | None:
+    response_format = body.get("response_format")
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        return "response_format must be an object"
+    kind = response_format.get("type")
+    if kind != "json_schema":
+        return None if kind in ("text", "json_object") else f"invalid response_format type {kind!r}"
+    if not json_schema_supported:
+        return "response_format type 'json_schema' is not supported by this server"
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        return "response_format.json_schema.name: Field required"
+    name, schema = spec["name"], spec.get("schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        return (
+            f"Invalid schema for response_format '{name}': schema must be a JSON Schema of "
+            f"'type: \"object\"', got 'type: \"{kind}\"'."
+        )
+    if spec.get("strict") is True:
+        problem = _strict_problem(schema, ())
+        if problem is not None:
+            return f"Invalid schema for response_format '{name}': {problem}"
+    return None
+
+
+def _check_tools(body: JSONObject) -> str | None:
+    tools = body.get("tools")
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return "tools[].function.name: Field required"
+        names.append(str(function["name"]))
+    if len(set(names)) != len(names):
+        return "tools: function names must be unique"
+    if "tool_choice" in body and not names:
+        return (
+            "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' "
+            "are specified."
+        )
+    return None
+
+
+def validate_request(body: JSONObject, *, json_schema: bool = True) -> str | None:
     """What the real API would refuse in `body`, as its error message; None if valid."""
     if not isinstance(body.get("model"), str):
         return "you must provide a model parameter"
@@ -240,7 +346,11 @@ def validate_request(body: JSONObject) -> str | None:
         extra = set(message) - _MESSAGE_KEYS
         if extra:
             return f"messages[{position}]: unrecognized fields {sorted(extra)}"
-    return _check_tool_flow(messages)
+    return (
+        _check_tools(body)
+        or _check_response_format(body, json_schema)
+        or _check_tool_flow(messages)
+    )
 
 
 class FakeOpenAI(FakeProviderServer):
@@ -251,13 +361,21 @@ class FakeOpenAI(FakeProviderServer):
             wrong key gets the real 401 body, echoing the key it received in full
             (worse than the real API, which masks it) to prove clients scrub it.
         responder: Answers requests when no scripted reply is queued.
+        json_schema: False plays a compatible server without structured outputs.
     """
 
     name = "OpenAI"
     api_suffix = "/v1"
 
-    def __init__(self, *, api_key: str | None = None, responder: Responder | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        responder: Responder | None = None,
+        json_schema: bool = True,
+    ) -> None:
         super().__init__(api_key=api_key, responder=responder)
+        self.json_schema = json_schema
         self._app = Starlette(
             routes=[Route("/v1/chat/completions", self._completions, methods=["POST"])]
         )
@@ -276,7 +394,7 @@ class FakeOpenAI(FakeProviderServer):
                 return to_response(
                     openai_error(401, f"Incorrect API key provided: {key}.", code="invalid_api_key")
                 )
-        problem = validate_request(recorded.json)
+        problem = validate_request(recorded.json, json_schema=self.json_schema)
         if problem is not None:
             return to_response(openai_error(400, problem))
         return to_response(self.script.next_reply(recorded))

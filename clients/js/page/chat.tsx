@@ -9,6 +9,7 @@ import { type FormEvent, type KeyboardEvent, useCallback, useEffect, useId, useR
 
 import type { AssistantTurn, Decision, Interrupt } from "../src/index.js";
 import { useAgent } from "../src/react/index.js";
+import { MemoryPanel } from "./memory-panel.js";
 
 const STATUS_WORDS = {
   idle: "Ready",
@@ -125,6 +126,8 @@ export function Chat({ agent }: { agent: string }) {
           New conversation
         </button>
       </section>
+
+      <MemoryPanel agent={agent} refresh={status === "streaming" ? "streaming" : turns.length} />
 
       <ol className="turns" aria-label="Messages">
         {turns.map((turn) =>

@@ -22,6 +22,7 @@ import {
   searchOf,
   sleep,
 } from "./http.js";
+import { type MemoryPage, type MemoryQuery, memorySearch, parseMemoryPage } from "./memory.js";
 import { decodeSSE } from "./sse.js";
 import {
   type AgentInfo,
@@ -159,6 +160,36 @@ export class AgentClient {
     if (!response.ok && response.status !== 404) throw await errorFrom(response);
     await response.body?.cancel();
     this.reset();
+  }
+
+  /**
+   * What the agent remembers of this caller across conversations, newest first, or the
+   * best matches for `q` (`GET /agents/{name}/memory`). Only the caller's own items.
+   */
+  async memory(query: MemoryQuery = {}): Promise<MemoryPage> {
+    const url = `${this.#agentPath()}/memory${memorySearch(query)}`;
+    const response = await this.#request("GET", url, { Accept: "application/json" }, query.signal);
+    if (!response.ok) throw await errorFrom(response);
+    return parseMemoryPage(await readJSON(response));
+  }
+
+  /**
+   * Forget one remembered item by `key` (resolves 1), or everything the agent remembers
+   * of this caller when `key` is undefined (resolves how many went). An unknown key
+   * rejects with the AgentError `memory_not_found`.
+   */
+  async forgetMemory(key?: string, options: CallOptions = {}): Promise<number> {
+    const path = key === undefined ? "" : `/${encodeURIComponent(key)}`;
+    const response = await this.#request("DELETE", `${this.#agentPath()}/memory${path}`, {}, options.signal);
+    if (!response.ok) throw await errorFrom(response);
+    if (key !== undefined) {
+      await response.body?.cancel();
+      return 1;
+    }
+    const body = await readJSON(response);
+    return typeof body === "object" && body !== null && "deleted" in body && typeof body.deleted === "number"
+      ? body.deleted
+      : 0;
   }
 
   /**

@@ -24,6 +24,7 @@ export {
   listAgents,
 } from "./client.js";
 export { AgentError, ContextExistsError, MessageNotFoundError, NoActiveRunError } from "./errors.js";
+export type { MemoryItem, MemoryPage, MemoryQuery } from "./memory.js";
 export { type SSEFrame, type SSESource, SSEDecoder, decodeSSE } from "./sse.js";
 export {
   type ActivityLine,
@@ -63,5 +64,6 @@ export type {
   ToolCallEvent,
   ToolResultEvent,
   TranscriptMessage,
+  Usage,
 } from "./types.js";
 export { RUN_EVENT_TYPES, isDoneFrame, parseStreamFrame, toSendResult } from "./types.js";

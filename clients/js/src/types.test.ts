@@ -102,6 +102,16 @@ describe("the other wire bodies", () => {
     expect(() => parseSendResult({ ...body, status: "done" })).toThrow(/result.status/);
   });
 
+  it("reads usage, cost and a structured output", () => {
+    const usage = { inputTokens: 30, outputTokens: 12, cachedTokens: 8, cost: 0.000195 };
+    const output = { city: "Oslo", celsius: 4, tags: ["cold", null] };
+    const body = { contextId: "c", runId: "r", status: "completed", text: "{}", toolCalls: [], usage, output };
+    expect(parseSendResult(body)).toEqual(body);
+    expect(() => parseSendResult({ ...body, usage: { inputTokens: "30", outputTokens: 1 } })).toThrow(
+      /result.usage.inputTokens/,
+    );
+  });
+
   it("reads error bodies and nothing else", () => {
     expect(parseErrorBody({ error: { code: "interrupt_pending", message: "answer int-1 first" } })).toEqual({
       code: "interrupt_pending",

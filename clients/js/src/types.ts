@@ -56,6 +56,15 @@ const integer: Schema<number> = {
   parse: (value, path) => (Number.isInteger(value) ? (value as number) : fail(path, "an integer")),
 };
 
+const number: Schema<number> = {
+  parse: (value, path) => (typeof value === "number" && Number.isFinite(value) ? value : fail(path, "a number")),
+};
+
+/** Any JSON value, as sent (a structured answer, whose shape the agent defines). */
+const json: Schema<JSONValue> = {
+  parse: (value) => value as JSONValue,
+};
+
 function literal<const L extends readonly string[]>(...values: L): Schema<L[number]> {
   return {
     parse: (value, path) =>
@@ -154,6 +163,17 @@ const interruptSchema = object({
 
 const errorBodySchema = object({ code: string, message: string });
 
+const usageSchema = object({
+  inputTokens: integer,
+  outputTokens: integer,
+  cachedTokens: optional(integer),
+  reasoningTokens: optional(integer),
+  cost: optional(number),
+});
+
+/** The tokens a run used, over all its model calls; `cost` when the model has a price. */
+export type Usage = Infer<typeof usageSchema>;
+
 const resultFields = {
   contextId: string,
   runId: string,
@@ -162,6 +182,8 @@ const resultFields = {
   toolCalls: array(string),
   interrupt: optional(interruptSchema),
   error: optional(errorBodySchema),
+  usage: optional(usageSchema),
+  output: optional(json),
 };
 
 const sendResultSchema = object(resultFields);
@@ -178,7 +200,8 @@ export type RunStatus = SendResult["status"];
 /**
  * The outcome of one turn: the body of `POST /agents/{name}/send` and the fields of a
  * stream's `done` frame. `interrupt` is set when `status` is `suspended`, `error` when
- * it is `failed`. `toolCalls` names the tools that ran, in call order.
+ * it is `failed`. `toolCalls` names the tools that ran, in call order. `usage` counts the
+ * run's tokens; `output` is the validated structured answer of an agent with an output type.
  */
 export type SendResult = Infer<typeof sendResultSchema>;
 

@@ -48,6 +48,7 @@ from agentkeel.server.wire import interrupt_json
 from agentkeel.storage.base import RunRecord
 
 __all__ = [
+    "OUTPUT_ARTIFACT",
     "RESPONSE_ARTIFACT",
     "STATES",
     "TERMINAL",
@@ -59,6 +60,7 @@ __all__ = [
     "decision_of",
     "interrupt_message",
     "message_json",
+    "output_artifact",
     "prompt_of",
     "status_time",
     "step_text",
@@ -272,6 +274,22 @@ def step_text(frames: Sequence[Frame]) -> str:
         if event.get("type") == "token":
             pieces.append(str(event.get("text", "")))
     return "".join(reversed(pieces))
+
+
+OUTPUT_ARTIFACT = "output"
+"""The artifact holding an output-typed agent's structured answer, as a data part."""
+
+
+def output_artifact(output: JSONValue) -> Artifact:
+    """A run's validated structured answer as A2A's own structured part (a DataPart)."""
+    return ParseDict(
+        {
+            "artifactId": OUTPUT_ARTIFACT,
+            "name": OUTPUT_ARTIFACT,
+            "parts": [{"data": output, "mediaType": "application/json"}],
+        },
+        Artifact(),
+    )
 
 
 def _text_artifact(text: str) -> Artifact:

@@ -43,11 +43,15 @@ from starlette.routing import BaseRoute, Route
 
 from agentkeel.a2a.executor import A2AExecutor
 from agentkeel.a2a.handler import PRINCIPAL_STATE, AgentRequestHandler
+from agentkeel.a2a.mapping import output_artifact
 from agentkeel.a2a.stream import A2ADispatcher
 from agentkeel.a2a.tasks import INDEX_DEFINITION
+from agentkeel.a2a.turn import current_turn, publish_artifact
 from agentkeel.auth_settings import AuthSettings
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import AgentDefinition
+from agentkeel.hooks.events import AfterRunEvent
+from agentkeel.output import output_json
 from agentkeel.server.handlers import PRINCIPAL
 from agentkeel.server.runs import ServerRuntime
 
@@ -187,6 +191,13 @@ def _card_endpoint(
     return card
 
 
+async def _publish_output(event: AfterRunEvent) -> None:
+    """An output-typed run's answer joins its A2A task as a data artifact."""
+    output = event.result.output
+    if output is not None and current_turn() is not None:
+        await publish_artifact(output_artifact(output_json(output)))
+
+
 def a2a_routes(runtime: ServerRuntime) -> list[BaseRoute]:
     """The A2A routes of every definition served by `runtime` (mounted by `create_app`).
 
@@ -198,6 +209,7 @@ def a2a_routes(runtime: ServerRuntime) -> list[BaseRoute]:
             f"{runtime.framework.source}: agents.{INDEX_DEFINITION}: this name is reserved "
             "for the A2A task index; choose another"
         )
+    runtime.agent_hooks.append((AfterRunEvent, _publish_output))
     auth = runtime.framework.server.auth
     routes: list[BaseRoute] = []
     builder = _CallContextBuilder()

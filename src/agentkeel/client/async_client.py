@@ -30,6 +30,7 @@ from agentkeel.client.records import (
 )
 from agentkeel.client.wire import FrameTracker, parse_agents, parse_result, read_json
 from agentkeel.errors import AgentkeelError, InvalidRequestError
+from agentkeel.memory.client_methods import AsyncMemoryMethods
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.sse import SSEDecoder
 
@@ -40,7 +41,7 @@ _NOT_RETRIED = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.Proxy
 """Failures that trying again cannot fix."""
 
 
-class AsyncAgentClient(ConversationsMixin):
+class AsyncAgentClient(ConversationsMixin, AsyncMemoryMethods):
     """A conversation with one served agent; it keeps the context id and nothing else.
 
     Args:

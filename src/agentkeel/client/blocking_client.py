@@ -24,6 +24,7 @@ from agentkeel.client.records import (
     SendResult,
     TranscriptMessage,
 )
+from agentkeel.memory.client_methods import MemoryMethods
 from agentkeel.messages import JSONValue
 
 __all__ = ["AgentClient"]
@@ -31,7 +32,7 @@ __all__ = ["AgentClient"]
 _T = TypeVar("_T")
 
 
-class AgentClient:
+class AgentClient(MemoryMethods):
     """The blocking form of `AsyncAgentClient`, with the same methods and behaviour.
 
     It drives an `AsyncAgentClient` on an event loop in a background thread (where

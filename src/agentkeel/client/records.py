@@ -1,8 +1,9 @@
 """The typed records of the native wire as the Python client returns them.
 
 Each is a frozen dataclass with snake_case fields; `agentkeel.client.wire` is the only
-place that knows their camelCase names. `ClientOptions` and the decision helpers live
-here too, since both clients take and return the same things.
+place that knows their camelCase names. `SendResult` lives in `agentkeel.send_result`
+(shared with the memory client) and is re-exported here. `ClientOptions` and the
+decision helpers live here too, since both clients take and return the same things.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import httpx
 
 from agentkeel.events import InterruptEvent, RunEvent
 from agentkeel.messages import JSONValue
-from agentkeel.result import ErrorInfo, RunStatus
+from agentkeel.send_result import SendResult
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -45,26 +46,6 @@ MultitaskPolicy: TypeAlias = Literal["queue", "reject", "interrupt", "rollback"]
 
 ContextStatus: TypeAlias = Literal["idle", "running", "suspended"]
 """Whether a conversation has a run going, or waiting for a decision."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SendResult:
-    """The end of one turn as the wire reports it: the ``send`` body or the ``done`` frame."""
-
-    context_id: str
-    """The conversation this turn belongs to; the client sends it back to continue."""
-    run_id: str
-    """The run's id; a resumed run keeps it."""
-    status: RunStatus
-    """``completed``, ``suspended`` (see `interrupt`), ``failed`` (see `error`), ``cancelled``."""
-    text: str = ""
-    """The authoritative completion text of the run."""
-    tool_calls: tuple[str, ...] = ()
-    """Names of the tools that ran, in call order (inputs and outputs stay on the server)."""
-    interrupt: InterruptEvent | None = None
-    """The pending decision when `status` is ``suspended``: answer it with `resume`."""
-    error: ErrorInfo | None = None
-    """Why the run failed, when `status` is ``failed``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -82,7 +82,11 @@ def parse_result(data: object) -> SendResult:
     """Decode a SendResult: the ``send`` body, or the fields of the ``done`` frame."""
     if not isinstance(data, dict):
         raise malformed("a run result is not a JSON object")
-    return _decode(_RESULTS, data, "a result")
+    fields = dict(data)
+    if isinstance(usage := data.get("usage"), dict):  # the counts, and a cost beside them
+        fields["usage"] = {key: value for key, value in usage.items() if key != "cost"}
+        fields["cost"] = usage.get("cost")
+    return _decode(_RESULTS, fields, "a result")
 
 
 def parse_agents(data: object) -> list[AgentInfo]:

@@ -9,13 +9,13 @@ the run events of `agentkeel.events`: these never reach the wire.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from agentkeel.context import RunContext
 from agentkeel.messages import JSONObject, JSONValue, Message
 from agentkeel.models.base import ModelRequest
-from agentkeel.result import AgentResult
+from agentkeel.result import AgentResult, Usage
 
 __all__ = [
     "AfterModelCallEvent",
@@ -82,6 +82,8 @@ class AfterModelCallEvent(HookEvent):
     after = True
     message: Message
     stop_reason: str
+    usage: Usage = field(default_factory=Usage)
+    """What this one call used."""
 
 
 @dataclass(kw_only=True, eq=False)

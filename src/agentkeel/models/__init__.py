@@ -7,11 +7,13 @@ the core never imports one it does not use.
 from __future__ import annotations
 
 from agentkeel.models.base import (
+    FINAL_ANSWER_TOOL,
     Finish,
     Model,
     ModelChunk,
     ModelRequest,
     ModelSettings,
+    OutputSchema,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -19,11 +21,13 @@ from agentkeel.models.base import (
 )
 
 __all__ = [
+    "FINAL_ANSWER_TOOL",
     "Finish",
     "Model",
     "ModelChunk",
     "ModelRequest",
     "ModelSettings",
+    "OutputSchema",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",

@@ -30,6 +30,7 @@ from agentkeel.messages import (
 )
 from agentkeel.models._http import HTTPEndpoint, RetryPolicy, error_for_kind, stream_sse
 from agentkeel.models.base import (
+    FINAL_ANSWER_TOOL,
     Finish,
     ModelChunk,
     ModelRequest,
@@ -113,6 +114,7 @@ class _StreamState:
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
     stop_reason: str = "end_turn"
     stopped: bool = False
 
@@ -121,13 +123,18 @@ class _StreamState:
         if "input_tokens" in usage:
             # Cached prompt tokens are reported apart but were read all the same.
             self.input_tokens = sum(_int(usage.get(key)) for key in _INPUT_KEYS)
+            self.cached_tokens = _int(usage.get("cache_read_input_tokens"))
         if "output_tokens" in usage:
             self.output_tokens = _int(usage.get("output_tokens"))
 
     def finish(self) -> Finish:
         return Finish(
             stop_reason=_STOP_REASONS.get(self.stop_reason, "end_turn"),
-            usage=Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens),
+            usage=Usage(
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                cached_tokens=self.cached_tokens,
+            ),
         )
 
 
@@ -212,15 +219,24 @@ class AnthropicModel:
         }
         if request.system_prompt:
             body["system"] = request.system_prompt
-        if request.tools:
-            body["tools"] = [
+        tools: list[JSONValue] = [
+            {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+            for tool in request.tools
+        ]
+        if request.output is not None:
+            # No native structured output here: the answer is a tool's input. A forced
+            # tool choice is refused with extended thinking, which then gets "auto".
+            tools.append(
                 {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "input_schema": tool.input_schema,
+                    "name": FINAL_ANSWER_TOOL,
+                    "description": request.output.description,
+                    "input_schema": request.output.schema,
                 }
-                for tool in request.tools
-            ]
+            )
+            forced = self.thinking_budget is None
+            body["tool_choice"] = {"type": "any" if forced else "auto"}
+        if tools:
+            body["tools"] = tools
         if self.thinking_budget is not None:
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         elif request.settings.temperature is not None:

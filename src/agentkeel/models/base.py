@@ -16,11 +16,13 @@ from agentkeel.messages import JSONObject, Message
 from agentkeel.result import Usage
 
 __all__ = [
+    "FINAL_ANSWER_TOOL",
     "Finish",
     "Model",
     "ModelChunk",
     "ModelRequest",
     "ModelSettings",
+    "OutputSchema",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",
@@ -35,6 +37,27 @@ class ToolSpec:
     name: str
     description: str
     input_schema: JSONObject
+
+
+FINAL_ANSWER_TOOL = "final_answer"
+"""The tool a provider without a native structured-output mode offers for the answer."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputSchema:
+    """The shape the model's final answer must have (an agent's `output_type`).
+
+    A provider asks for it its own way: a native JSON-schema response format where it
+    has one, else a `FINAL_ANSWER_TOOL` tool whose input is the answer. `schema` is
+    always a JSON object schema; `strict_schema` is the same schema in the form a strict
+    mode accepts (every property required, no extra properties), or None when the type
+    cannot be expressed that way (optional fields, free-form mappings).
+    """
+
+    name: str
+    schema: JSONObject
+    strict_schema: JSONObject | None = None
+    description: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +76,8 @@ class ModelRequest:
     system_prompt: str | None = None
     tools: tuple[ToolSpec, ...] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
+    output: OutputSchema | None = None
+    """The structured answer expected, if the agent has an output type."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

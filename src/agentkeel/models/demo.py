@@ -13,6 +13,10 @@ The prompts it understands (case-insensitive):
 - memory: "Remember that my favourite colour is blue", "My name is Ada" ->
   ``write_state``; "What is my favourite colour?", "Recall name", "What did I tell
   you?" -> ``read_state``;
+- memory across conversations (when the agent has the semantic tools): "Remember for
+  next time that my favourite colour is blue" -> ``remember``; in any later conversation
+  "What is my favourite colour?" -> ``recall`` (unless this conversation stored it with
+  ``write_state``); "Forget my favourite colour" -> ``forget``;
 - approval: "Delete notes.txt" -> ``delete_file`` (a tool that needs approval);
 - input: "Ask me about my weekend", "What should I name my dog?" -> ``ask_user``;
 - anything else gets a friendly echo that says what the demo can do.
@@ -60,6 +64,17 @@ _ASK = re.compile(r"\bask\s+me\b(?:\s+about\s+(?P<topic>[^?.!]+))?", _FLAGS)
 _REMEMBER = re.compile(
     r"\bremember\s+(?:that\s+)?(?P<key>.+?)\s+(?:is|are)\s+(?P<value>.+)", _FLAGS
 )
+_NEXT_TIME = re.compile(
+    r"\b(?:for\s+next\s+time|next\s+time|for\s+later|in\s+future|for\s+good|"
+    r"across\s+conversations|don't\s+forget)\b",
+    _FLAGS,
+)
+_FACT = re.compile(
+    r"\b(?:that\s+)?(?:my\s+)?(?P<key>[a-z][\w ]*?)\s+(?:is|are)\s+(?P<value>[^.!?]+)", _FLAGS
+)
+_FORGET = re.compile(r"\bforget\s+(?:about\s+)?(?:that\s+)?(?P<key>[^?.!]+)", _FLAGS)
+_ABOUT_ME = re.compile(r"\bwhat\s+do\s+you\s+(?:remember|know)\s+about\s+me\b", _FLAGS)
+_ABOUT_USER = "the user's "
 _TOLD = re.compile(r"\bwhat\s+did\s+i\s+tell\s+you(?:\s+about\s+(?P<key>[^?.!]+))?", _FLAGS)
 _RECALL = re.compile(r"\b(?:what(?:'s|\s+is|\s+are|\s+was)\s+my|recall)\s+(?P<key>[^?.!]+)", _FLAGS)
 _MY_IS = re.compile(r"\bmy\s+(?P<key>.+?)\s+(?:is|are)\s+(?P<value>.+)", _FLAGS)
@@ -174,6 +189,8 @@ def _plan_for_text(text: str, request: ModelRequest) -> _Plan:
             else "What would you like me to know?"
         )
         return _ask(available, question)
+    if (memory := _semantic(text, request, available)) is not None:
+        return memory
     if (match := _REMEMBER.search(text)) and _value(match["value"]):
         return _remember(available, _key(match["key"]), _value(match["value"]))
     if match := _TOLD.search(text):
@@ -202,6 +219,47 @@ def _plan_for_text(text: str, request: ModelRequest) -> _Plan:
     return _Plan(
         thinking="No tool is needed for this; I will echo it and say what I can do.",
         text=f'You said: "{text.strip()}". {_CAPABILITIES}',
+    )
+
+
+def _semantic(text: str, request: ModelRequest, available: set[str]) -> _Plan | None:
+    """Memory across conversations, when the agent has the semantic tools."""
+    if "remember" in available and _NEXT_TIME.search(text):
+        cleaned = _NEXT_TIME.sub(" ", re.sub(r"\bremember\b", " ", text, flags=_FLAGS))
+        if (match := _FACT.search(cleaned)) and _value(match["value"]):
+            key, value = _key(match["key"]), _value(match["value"])
+            return _Plan(
+                thinking=f"The user wants me to remember their {key} in later conversations "
+                "too, so I will store it with remember.",
+                tool="remember",
+                tool_input={"text": f"The user's {key} is {value}.", "key": key},
+            )
+    if "forget" in available and (match := _FORGET.search(text)):
+        key = _key(match["key"])
+        return _Plan(
+            thinking=f"The user wants me to forget their {key}, so I will call forget.",
+            tool="forget",
+            tool_input={"key": key},
+        )
+    if "recall" not in available:
+        return None
+    if _ABOUT_ME.search(text):
+        return _Plan(
+            thinking="The user asks what I remember about them, so I will search my memory.",
+            tool="recall",
+            tool_input={"query": "the user", "limit": 5},
+        )
+    match = _RECALL.search(text)
+    if match is None:
+        return None
+    key = _key(match["key"])
+    if "read_state" in available and key in _written_keys(request.messages):
+        return None  # told in this conversation: read_state has it
+    return _Plan(
+        thinking=f"The user asks about their {key}; I will look in what I remember from "
+        "our conversations with recall.",
+        tool="recall",
+        tool_input={"query": f"the user's {key}"},
     )
 
 
@@ -294,6 +352,12 @@ def _sentence(result: ToolResultPart, tool_input: JSONObject) -> str:
         if result.content is None:
             return f"You haven't told me your {key} yet."
         return f"You told me your {key} is {content}."
+    if result.name == "remember":
+        return f"I'll remember that, also in our next conversations: {tool_input.get('text')}"
+    if result.name == "recall":
+        return _recalled(result.content, _show(tool_input.get("query")))
+    if result.name == "forget":
+        return f"OK: I {content}." if content.startswith("forgot") else f"OK: {content}."
     if result.name == "delete_file":
         return f"Done: {content}."
     if result.name == "ask_user":
@@ -302,6 +366,21 @@ def _sentence(result: ToolResultPart, tool_input: JSONObject) -> str:
             return f"Then your {named['thing']} shall be called {content}."
         return f"Thanks! You told me: {content}."
     return f"The {result.name} tool returned: {content}."
+
+
+def _recalled(content: JSONValue, query: str) -> str:
+    texts = [
+        str(match["text"])
+        for match in (content if isinstance(content, list) else [])
+        if isinstance(match, dict) and "text" in match
+    ]
+    if not texts:
+        if query.startswith("the user's "):
+            return f"You haven't told me your {query.removeprefix(_ABOUT_USER)} yet."
+        return "I don't remember anything about you yet."
+    if len(texts) == 1 or query != "the user":
+        return f"From our earlier conversations I remember: {texts[0]}"
+    return "From our earlier conversations I remember: " + " ".join(texts)
 
 
 def _failure(tool: str, content: str, tool_input: JSONObject) -> str:
@@ -377,6 +456,15 @@ def _zone(text: str) -> str | None:
     return "/".join(
         "_".join(word.capitalize() for word in segment.split("_")) for segment in zone.split("/")
     )
+
+
+def _written_keys(messages: Sequence[Message]) -> set[str]:
+    return {
+        key
+        for message in messages
+        for call in message.tool_calls
+        if call.name == "write_state" and isinstance(key := call.input.get("key"), str)
+    }
 
 
 def _last_remembered(messages: Sequence[Message]) -> str | None:

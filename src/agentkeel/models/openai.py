@@ -14,17 +14,20 @@ import json
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import Literal
 
 import httpx
 
-from agentkeel.errors import ModelError, ModelUnavailableError
+from agentkeel.errors import ConfigurationError, ModelError, ModelUnavailableError
 from agentkeel.messages import JSONObject, JSONValue, Message, ToolCallPart, ToolResultPart
 from agentkeel.models._http import HTTPEndpoint, RetryPolicy, error_for_kind, stream_sse
 from agentkeel.models.base import (
+    FINAL_ANSWER_TOOL,
     Finish,
     ModelChunk,
     ModelRequest,
     ModelSettings,
+    OutputSchema,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -32,7 +35,10 @@ from agentkeel.models.base import (
 )
 from agentkeel.result import Usage
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAIModel"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAIModel", "StructuredOutputMode"]
+
+StructuredOutputMode = Literal["json_schema", "tool"]
+"""How a structured answer is asked for: ``response_format`` or a final-answer tool."""
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where OpenAI itself serves the API; point `base_url` elsewhere for a local server."""
@@ -79,6 +85,27 @@ def _map_message(message: Message) -> list[JSONValue]:
     if message.text or not mapped:
         mapped.append({"role": "user", "content": message.text})
     return mapped
+
+
+def _response_format(output: OutputSchema) -> JSONObject:
+    """``response_format`` for an output type: strict when the schema allows it."""
+    strict = output.strict_schema is not None
+    schema = output.strict_schema if output.strict_schema is not None else output.schema
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": output.name,
+            "description": output.description,
+            "schema": schema,
+            "strict": strict,
+        },
+    }
+
+
+def _answer_tool(output: OutputSchema) -> ToolSpec:
+    return ToolSpec(
+        name=FINAL_ANSWER_TOOL, description=output.description, input_schema=output.schema
+    )
 
 
 def _map_tool(tool: ToolSpec) -> JSONObject:
@@ -174,6 +201,9 @@ class OpenAIModel:
             it. None opens a client per call, which needs no closing and is safe across
             event loops.
         settings: Defaults for generation settings; a request's own settings win.
+        structured_output: How an agent's output type is asked for: ``json_schema``
+            (``response_format``, strict where the schema allows it) or ``tool`` (a
+            required final-answer tool) for servers without json_schema support.
     """
 
     def __init__(
@@ -187,8 +217,14 @@ class OpenAIModel:
         backoff_base: float = 0.5,
         http_client: httpx.AsyncClient | None = None,
         settings: ModelSettings | None = None,
+        structured_output: StructuredOutputMode = "json_schema",
     ) -> None:
+        if structured_output not in ("json_schema", "tool"):
+            raise ConfigurationError(
+                f"structured_output must be 'json_schema' or 'tool', not {structured_output!r}"
+            )
         self.model = model
+        self.structured_output: StructuredOutputMode = structured_output
         self.base_url = base_url.rstrip("/")
         self.settings = settings or ModelSettings()
         headers = {"Accept": "text/event-stream"}
@@ -222,8 +258,14 @@ class OpenAIModel:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if request.tools:
-            body["tools"] = [_map_tool(tool) for tool in request.tools]
+        tools = list(request.tools)
+        if request.output is not None and self.structured_output == "tool":
+            tools.append(_answer_tool(request.output))
+            body["tool_choice"] = "required"
+        elif request.output is not None:
+            body["response_format"] = _response_format(request.output)
+        if tools:
+            body["tools"] = [_map_tool(tool) for tool in tools]
         max_tokens = request.settings.max_tokens or self.settings.max_tokens
         if max_tokens is not None:
             # OpenAI's newer models only accept the new name; other servers the old one.
@@ -270,9 +312,15 @@ class OpenAIModel:
             raise self._stream_error(error)
         usage = payload.get("usage")
         if isinstance(usage, dict):
+            prompt = usage.get("prompt_tokens_details")
+            completion = usage.get("completion_tokens_details")
             state.usage = Usage(
                 input_tokens=_int(usage.get("prompt_tokens")),
                 output_tokens=_int(usage.get("completion_tokens")),
+                cached_tokens=_int(prompt.get("cached_tokens")) if isinstance(prompt, dict) else 0,
+                reasoning_tokens=_int(completion.get("reasoning_tokens"))
+                if isinstance(completion, dict)
+                else 0,
             )
         chunks: list[ModelChunk] = []
         choices = payload.get("choices")

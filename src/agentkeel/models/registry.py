@@ -21,7 +21,7 @@ KNOWN_PROVIDERS = ("anthropic", "demo", "openai")
 
 _COMMON_OPTIONS = {"timeout": float, "max_retries": int, "backoff_base": float, "max_tokens": int}
 _OPTIONS: dict[str, dict[str, type]] = {
-    "openai": {**_COMMON_OPTIONS, "temperature": float},
+    "openai": {**_COMMON_OPTIONS, "temperature": float, "structured_output": str},
     "anthropic": {**_COMMON_OPTIONS, "thinking_budget": int},
     "demo": {"token_delay": float},
 }
@@ -36,9 +36,12 @@ def _import(provider: str, module: str, attribute: str) -> object:
         ) from exc
 
 
-def _check_options(provider: str, options: Mapping[str, object]) -> dict[str, float | int]:
+_CHOICES = {"structured_output": ("json_schema", "tool")}
+
+
+def _check_options(provider: str, options: Mapping[str, object]) -> dict[str, float | int | str]:
     allowed = _OPTIONS[provider]
-    checked: dict[str, float | int] = {}
+    checked: dict[str, float | int | str] = {}
     for key, value in options.items():
         expected = allowed.get(key)
         if expected is None:
@@ -47,6 +50,14 @@ def _check_options(provider: str, options: Mapping[str, object]) -> dict[str, fl
                 f"unknown option {key!r} for model provider {provider!r} (known: {known})"
             )
         if value is None:
+            continue
+        if expected is str:
+            choices = _CHOICES[key]
+            if value not in choices:
+                raise ConfigurationError(
+                    f"model option {key!r} must be one of {', '.join(choices)}, not {value!r}"
+                )
+            checked[key] = str(value)
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigurationError(f"model option {key!r} must be a number, not {value!r}")
@@ -65,7 +76,10 @@ def _require_model(provider: str, model: str | None) -> str:
 
 
 def _openai(
-    model: str | None, base_url: str | None, api_key: str | None, options: dict[str, float | int]
+    model: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    options: dict[str, float | int | str],
 ) -> object:
     cls = _import("openai", "agentkeel.models.openai", "OpenAIModel")
     max_tokens = options.pop("max_tokens", None)
@@ -83,7 +97,10 @@ def _openai(
 
 
 def _anthropic(
-    model: str | None, base_url: str | None, api_key: str | None, options: dict[str, float | int]
+    model: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    options: dict[str, float | int | str],
 ) -> object:
     cls = _import("anthropic", "agentkeel.models.anthropic", "AnthropicModel")
     extra: dict[str, object] = {"base_url": base_url} if base_url else {}
@@ -92,7 +109,7 @@ def _anthropic(
     return cls(_require_model("anthropic", model), api_key=api_key, **extra, **options)
 
 
-def _demo(options: dict[str, float | int]) -> object:
+def _demo(options: dict[str, float | int | str]) -> object:
     cls = _import("demo", "agentkeel.models.demo", "DemoModel")
     if not callable(cls):
         raise ConfigurationError("agentkeel.models.demo:DemoModel is not callable")
@@ -118,7 +135,8 @@ def model_from_config(
             and its reader passes the value).
         **options: Provider options in snake_case: ``timeout``, ``max_retries``,
             ``backoff_base``, ``max_tokens``, plus ``temperature`` (openai) or
-            ``thinking_budget`` (anthropic); ``demo`` takes only ``token_delay``.
+            ``thinking_budget`` (anthropic) or ``structured_output`` (openai:
+            ``json_schema`` or ``tool``); ``demo`` takes only ``token_delay``.
 
     Returns:
         A ready Model.

@@ -9,6 +9,7 @@ handoff trail, every member's AgentResult and a copy of the shared state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import JSONObject
@@ -94,6 +95,13 @@ class SwarmResult:
     def interrupt(self) -> Interrupt | None:
         """The interrupt a client should answer next, if the run is suspended."""
         return self.interrupts[0] if self.interrupts else None
+
+    @property
+    def output(self) -> Any:
+        """The structured answer of the member that finished (if it has an output type)."""
+        if self.status != "completed" or not self.results:
+            return None
+        return self.results[-1].output
 
     @property
     def tool_names(self) -> list[str]:

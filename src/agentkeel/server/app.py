@@ -48,6 +48,7 @@ from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
+from agentkeel.server.memory import memory_routes
 from agentkeel.server.runs import ServerRuntime
 from agentkeel.server.toolsets import open_toolsets
 from agentkeel.storage.base import SessionStorage
@@ -102,6 +103,7 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
+        *memory_routes(),
     ]
     if settings.ui and _UI_PAGE.is_file():
         # the bundle's file names carry no hash, so caches must revalidate them

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkeel.errors import (
     AgentkeelError,
+    BudgetExceededError,
     ConfigurationError,
     ContextNotFoundError,
     ContextRefusedError,
@@ -42,6 +43,7 @@ __all__ = [
     "RunNotFoundError",
     "ShuttingDownError",
     "error_response",
+    "retry_after_header",
     "send_json",
 ]
 
@@ -104,6 +106,7 @@ class IdempotencyKeyReusedError(HTTPError):
 
 
 _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
+    (BudgetExceededError, 429),
     (InvalidRequestError, 400),
     (ContextNotFoundError, 404),
     (ContextRefusedError, 403),
@@ -133,6 +136,13 @@ def error_response(exc: BaseException) -> tuple[int, bytes]:
         return status, _dump(error_body(exc.code, exc.message, interrupt_id=interrupt_id))
     logger.error("unexpected error while handling a request", exc_info=exc)
     return 500, _dump(error_body("internal_error", "internal server error"))
+
+
+def retry_after_header(exc: BaseException) -> list[tuple[bytes, bytes]]:
+    """``Retry-After`` for an error that knows when trying again may succeed."""
+    if isinstance(exc, BudgetExceededError) and exc.retry_after is not None:
+        return [(b"retry-after", str(max(1, round(exc.retry_after))).encode())]
+    return []
 
 
 def _dump(body: object) -> bytes:
@@ -182,4 +192,4 @@ class ErrorMiddleware:
                 logger.error("error after the response started", exc_info=exc)
                 return
             status, body = error_response(exc)
-            await send_json(send, status, body)
+            await send_json(send, status, body, retry_after_header(exc))

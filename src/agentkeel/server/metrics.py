@@ -173,6 +173,11 @@ class ServerMetrics:
             "Tool executions, by agent, tool and status.",
             ("agent", "tool", "status"),
         )
+        self.tokens = Counter(
+            "agentkeel_tokens_total",
+            "Model tokens, by agent and kind (input, output, cached, reasoning).",
+            ("agent", "kind"),
+        )
         self.cached_contexts = Gauge(
             "agentkeel_cached_contexts", "Agents held in the context cache."
         )
@@ -188,6 +193,7 @@ class ServerMetrics:
             self.turn_seconds,
             self.first_token_seconds,
             self.tool_calls,
+            self.tokens,
             self.cached_contexts,
             self.queued_turns,
             self.active_runs,

@@ -23,21 +23,27 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from agentkeel.agent import Agent
 from agentkeel.errors import (
     AgentkeelError,
+    BudgetExceededError,
     ContextNotFoundError,
     InterruptNotFoundError,
     InterruptPendingError,
 )
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.framework import Framework
+from agentkeel.hooks.events import AfterModelCallEvent, HookEvent
+from agentkeel.hooks.registry import HookCallback
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
+from agentkeel.memory.attach import attach_memory
 from agentkeel.messages import JSONObject, JSONValue
-from agentkeel.multiagent import SwarmResult
+from agentkeel.multiagent import Swarm, SwarmResult
 from agentkeel.result import AgentResult
 from agentkeel.server.contexts import ContextCache, ContextEntry, TurnTicket
 from agentkeel.server.errors import ShuttingDownError
@@ -52,7 +58,10 @@ from agentkeel.server.wire import (
     failed_done_frame,
     send_result,
 )
+from agentkeel.serving import Served, ServedFactory
 from agentkeel.storage.base import SessionKey
+from agentkeel.storage.usage import UsageStorage, utc_day
+from agentkeel.usage import ModelPrice, seconds_until_utc_midnight
 
 __all__ = ["IDEMPOTENCY_CAPACITY", "RunJob", "ServerRuntime"]
 
@@ -94,7 +103,10 @@ class ServerRuntime:
         self.framework = framework
         self.metrics = ServerMetrics()
         self.cache = ContextCache(
-            {name: item.factory for name, item in framework.definitions.items()},
+            {
+                name: self._metered(name, item.factory)
+                for name, item in framework.definitions.items()
+            },
             framework.storage,
             framework.checkpointer,
             max_contexts=framework.max_contexts,
@@ -104,14 +116,14 @@ class ServerRuntime:
             swarms=frozenset(
                 name for name, item in framework.definitions.items() if item.kind == "swarm"
             ),
-            on_built=lambda key, served: framework.definitions[key.definition].catalog.learn(
-                served
-            ),
+            on_built=self._built,
         )
         self.streams = RetainedStreams(framework.storage, framework.retention.events)
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
         self.metrics.queued_turns.read = lambda: float(self.cache.queued_turns)
         self.draining = False
+        self.agent_hooks: list[tuple[type[HookEvent], HookCallback[Any]]] = []
+        """Hook callbacks every served agent gets (bindings add theirs here)."""
         self._group: TaskGroup | None = None
         self.claims: IdempotencyClaims[RunJob] = IdempotencyClaims(
             framework.retention.events or 86_400.0
@@ -120,6 +132,12 @@ class ServerRuntime:
         self._running = 0
         self._idle = anyio.Event()
         self._idle.set()
+
+    def _built(self, key: SessionKey, served: Served) -> None:
+        """A context's Agent was built: its definition learns its tools; it gets memory."""
+        self.framework.definitions[key.definition].catalog.learn(served)
+        if self.framework.memory is not None:
+            attach_memory(served, key, self.framework.memory)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -169,6 +187,58 @@ class ServerRuntime:
             self._group.start_soon(
                 release_toolsets, entry.agent, entry.key.principal, entry.key.context_id
             )
+
+    # -- usage and budgets ---------------------------------------------------------------
+
+    def _metered(self, definition: str, factory: ServedFactory) -> ServedFactory:
+        """`factory`, its agents counting tokens in the metrics, under the budgets.
+
+        An agent that sets budgets of its own keeps them; others get the framework's.
+        """
+
+        def count(event: AfterModelCallEvent) -> None:
+            usage = event.usage
+            for kind, amount in (
+                ("input", usage.input_tokens),
+                ("output", usage.output_tokens),
+                ("cached", usage.cached_tokens),
+                ("reasoning", usage.reasoning_tokens),
+            ):
+                if amount:
+                    self.metrics.tokens.inc(definition, kind, amount=float(amount))
+
+        def build(context_id: str) -> Served:
+            served = factory(context_id)
+            agents = served.members.values() if isinstance(served, Swarm) else (served,)
+            for agent in agents:
+                if not isinstance(agent, Agent):
+                    continue  # the cache refuses what is not servable
+                if not agent.budgets.any:
+                    agent.budgets = self.framework.usage.budgets
+                agent.hooks.add_callback(AfterModelCallEvent, count)
+                for event_type, callback in self.agent_hooks:
+                    agent.hooks.add_callback(event_type, callback)
+            return served
+
+        return build
+
+    async def _check_daily_budget(self, key: SessionKey) -> None:
+        """Refuse a new turn of a principal whose tokens for today are spent (429)."""
+        limit = self.framework.usage.budgets.tokens_per_principal_per_day
+        storage = self.framework.storage
+        if limit is None or not isinstance(storage, UsageStorage):
+            return
+        now = time.time()
+        spent = await storage.principal_usage(key.principal, utc_day(now))
+        if spent.total_tokens >= limit:
+            raise BudgetExceededError(
+                f"today's budget of {limit} tokens is used; it renews at midnight UTC",
+                retry_after=seconds_until_utc_midnight(now),
+            )
+
+    def _price(self, entry: ContextEntry) -> ModelPrice | None:
+        agent = entry.agent
+        return self.framework.usage.price(agent.model.name) if isinstance(agent, Agent) else None
 
     # -- submitting a turn --------------------------------------------------------------
 
@@ -243,6 +313,8 @@ class ServerRuntime:
                 # a decision needs a conversation: for an unknown context (or another
                 # principal's) answer like every other endpoint, and build nothing
                 raise ContextNotFoundError(f"no context {key.context_id!r} for this agent")
+            if request.resume is None:
+                await self._check_daily_budget(key)
             entry = await self.cache.acquire(key)
             try:
                 ticket = self.cache.join(entry)
@@ -390,8 +462,9 @@ class ServerRuntime:
             return
         if not isinstance(result, AgentResult | SwarmResult) or job.channel is None:
             raise RuntimeError("internal error: a run ended without a result or a start")
-        await self._finish(job, job.channel, done_frame(job.key.context_id, result))
-        job.result = send_result(job.key.context_id, result)
+        price = self._price(entry)
+        await self._finish(job, job.channel, done_frame(job.key.context_id, result, price=price))
+        job.result = send_result(job.key.context_id, result, price=price)
         self.metrics.runs.inc(definition, result.status)
         self.metrics.turn_seconds.observe(time.monotonic() - job.began_at, definition)
 

@@ -28,7 +28,10 @@ from agentkeel.events import (
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import JSONObject, Message, TextPart
 from agentkeel.multiagent import SwarmResult
+from agentkeel.output import output_json
+from agentkeel.result import Usage
 from agentkeel.serving import ServedResult
+from agentkeel.usage import ModelPrice
 
 __all__ = [
     "ResumeRequest",
@@ -42,6 +45,7 @@ __all__ = [
     "interrupt_json",
     "parse_send_request",
     "send_result",
+    "usage_json",
 ]
 
 
@@ -160,7 +164,25 @@ def event_frame(context_id: str, run_id: str, event: RunEvent) -> JSONObject:
     return frame
 
 
-def send_result(context_id: str, result: ServedResult) -> JSONObject:
+def usage_json(usage: Usage, price: ModelPrice | None = None) -> JSONObject:
+    """``usage`` of a SendResult: the SPEC's two counts, the others when reported.
+
+    ``cost`` (in the currency of the configured prices) is there only when the model
+    has a price.
+    """
+    data: JSONObject = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}
+    if usage.cached_tokens:
+        data["cachedTokens"] = usage.cached_tokens
+    if usage.reasoning_tokens:
+        data["reasoningTokens"] = usage.reasoning_tokens
+    if price is not None:
+        data["cost"] = price.cost(usage)
+    return data
+
+
+def send_result(
+    context_id: str, result: ServedResult, *, price: ModelPrice | None = None
+) -> JSONObject:
     """The SendResult of a run: the body of ``send`` and the fields of the done frame."""
     data: JSONObject = {
         "contextId": context_id,
@@ -168,7 +190,10 @@ def send_result(context_id: str, result: ServedResult) -> JSONObject:
         "status": result.status,
         "text": result.text,
         "toolCalls": list(result.tool_names),
+        "usage": usage_json(result.usage, price),
     }
+    if result.output is not None:
+        data["output"] = output_json(result.output)
     if result.interrupt is not None:
         data["interrupt"] = interrupt_json(result.interrupt)
     if result.error is not None:
@@ -178,9 +203,11 @@ def send_result(context_id: str, result: ServedResult) -> JSONObject:
     return data
 
 
-def done_frame(context_id: str, result: ServedResult) -> JSONObject:
+def done_frame(
+    context_id: str, result: ServedResult, *, price: ModelPrice | None = None
+) -> JSONObject:
     """The data of the last frame of a stream: ``done: true`` and the SendResult fields."""
-    data = send_result(context_id, result)
+    data = send_result(context_id, result, price=price)
     return {"contextId": data.pop("contextId"), "runId": data.pop("runId"), "done": True, **data}
 
 
@@ -200,6 +227,7 @@ def failed_done_frame(
         "status": status,
         "text": "",
         "toolCalls": [],
+        "usage": usage_json(Usage()),
         "error": {"code": code, "message": message},
     }
 

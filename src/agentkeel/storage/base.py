@@ -148,10 +148,7 @@ class RunRecord:
             tool_calls=tuple(
                 ToolCallRecord.from_json(item) for item in tool_calls if isinstance(item, dict)
             ),
-            usage=Usage(
-                input_tokens=int(usage.get("input_tokens") or 0),  # type: ignore[arg-type]
-                output_tokens=int(usage.get("output_tokens") or 0),  # type: ignore[arg-type]
-            ),
+            usage=Usage.from_json(usage),
             error=ErrorInfo(code=str(error["code"]), message=str(error["message"]))
             if isinstance(error, dict)
             else None,

@@ -48,9 +48,16 @@ from agentkeel.messages import (
     dumps_message,
     message_from_json,
 )
+from agentkeel.result import Usage
+from agentkeel.storage._usage_files import (
+    USAGE_FILE,
+    append_usage,
+    principal_usage_path,
+    read_usage,
+)
 from agentkeel.storage.base import RunRecord, SessionKey, SessionMetadata, SessionSnapshot
 
-__all__ = ["LocalFileStorage", "session_folder"]
+__all__ = ["LocalFileStorage", "principal_folder", "session_folder"]
 
 SESSION_FILE = "session.json"
 MESSAGES_FILE = "messages.jsonl"
@@ -69,10 +76,14 @@ def session_folder(root: Path, key: SessionKey) -> Path:
     A principal's folder has its ``:`` percent-encoded too, so it can never have the name
     of a ``<def-name>:<contextId>`` session folder next to it.
     """
-    base = root
-    if key.principal is not None:
-        base = root / encode_path_segment(key.principal).replace(":", "%3A")
-    return base / encode_path_segment(key.session_id)
+    return principal_folder(root, key.principal) / encode_path_segment(key.session_id)
+
+
+def principal_folder(root: Path, principal: str | None) -> Path:
+    """The folder of a principal's sessions under `root` (`root` itself without one)."""
+    if principal is None:
+        return root
+    return root / encode_path_segment(principal).replace(":", "%3A")
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +324,24 @@ class LocalFileStorage:
         """The retained frames of one run, or None (RunEventStorage)."""
         target = self.path(key) / RUNS_DIR / f"{encode_path_segment(run_id)}{EVENTS_SUFFIX}"
         return await self._call(None, _read_events, target)
+
+    async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
+        """Append to the context's and the principal's usage files (UsageStorage)."""
+        paths = (
+            self.path(key) / USAGE_FILE,
+            principal_usage_path(principal_folder(self.directory, key.principal), day),
+        )
+        async with self._lock(key):  # not while the folder is being deleted
+            await self._call(None, append_usage, paths, usage)
+
+    async def context_usage(self, key: SessionKey) -> Usage:
+        """The context's total (UsageStorage); deleted with the session's folder."""
+        return await self._call(None, read_usage, self.path(key) / USAGE_FILE)
+
+    async def principal_usage(self, principal: str | None, day: str) -> Usage:
+        """The principal's total of `day` (UsageStorage)."""
+        path = principal_usage_path(principal_folder(self.directory, principal), day)
+        return await self._call(None, read_usage, path)
 
     # -- plumbing ----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from agentkeel.errors import StorageError
 from agentkeel.messages import JSONObject, Message, dumps_message, loads_message
+from agentkeel.result import Usage
 from agentkeel.storage.base import RunRecord, SessionKey, SessionMetadata, SessionSnapshot
 
 __all__ = ["InMemoryStorage"]
@@ -43,6 +44,7 @@ class _Session:
     """False while only run records were put: `load` still answers None."""
     runs: dict[str, str] = field(default_factory=dict)
     events: dict[str, list[str]] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
 
 
 class InMemoryStorage:
@@ -54,6 +56,7 @@ class InMemoryStorage:
 
     def __init__(self) -> None:
         self._sessions: dict[SessionKey, _Session] = {}
+        self._principal_usage: dict[tuple[str | None, str], Usage] = {}
 
     def _session(self, key: SessionKey) -> _Session:
         session = self._sessions.get(key)
@@ -143,3 +146,19 @@ class InMemoryStorage:
             return []
         records = [RunRecord.from_json(json.loads(doc)) for doc in session.runs.values()]
         return sorted(records, key=lambda record: (record.started_at, record.run_id))
+
+    async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
+        """Add to the context's and the principal's daily totals (UsageStorage)."""
+        session = self._session(key)
+        session.usage = session.usage + usage
+        bucket = (key.principal, day)
+        self._principal_usage[bucket] = self._principal_usage.get(bucket, Usage()) + usage
+
+    async def context_usage(self, key: SessionKey) -> Usage:
+        """The context's total (UsageStorage); it goes with the session on delete."""
+        session = self._sessions.get(key)
+        return Usage() if session is None else session.usage
+
+    async def principal_usage(self, principal: str | None, day: str) -> Usage:
+        """The principal's total of `day` (UsageStorage)."""
+        return self._principal_usage.get((principal, day), Usage())

@@ -269,4 +269,25 @@ describe.skipIf(skip !== undefined)("the chat page", () => {
     await screenshot("new-conversation");
     expect(consoleErrors).toEqual([]);
   });
+
+  it("remembers for next time, shows it under What I remember, and forgets it there", async () => {
+    const panel = page.getByRole("complementary", { name: "What I remember" });
+    await expect.poll(() => panel.textContent()).toContain("Nothing yet.");
+    await say("Remember for next time that my favourite city is Paris");
+    await settled();
+    await expect.poll(() => panel.getByTestId("memory-item").count()).toBe(1);
+    expect(await panel.getByTestId("memory-item").textContent()).toContain("favourite city is Paris");
+    await page.getByRole("button", { name: "New conversation" }).click();
+    await say("What is my favourite city?");
+    await settled();
+    await expect.poll(() => lastAnswer().locator(".text").textContent()).toContain("Paris");
+    await screenshot("memory-recalled");
+    await panel.getByRole("button", { name: "Forget favourite city" }).click();
+    await expect.poll(() => panel.textContent()).toContain("Nothing yet.");
+    await page.getByRole("button", { name: "New conversation" }).click();
+    await say("What is my favourite city?");
+    await settled();
+    await expect.poll(() => lastAnswer().locator(".text").textContent()).toMatch(/haven't told me/);
+    expect(consoleErrors).toEqual([]);
+  });
 });

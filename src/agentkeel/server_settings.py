@@ -1,0 +1,44 @@
+"""The runtime forms of framework.json's ``server`` and ``retention`` sections.
+
+They live apart from the loader (`agentkeel.framework`, which re-exports them) so that
+code which only reads settings does not depend on how a file is parsed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agentkeel.auth_settings import AuthSettings
+
+__all__ = ["Retention", "ServerSettings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    """The ``server`` section: how the HTTP server binds and what it tolerates."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    ui: bool = True
+    """Serve the demo chat page at ``/`` (it is bundled in the package); false turns it off."""
+    max_body_bytes: int = 1_048_576
+    concurrency: Literal["queue", "reject"] = "queue"
+    """A turn on a busy context waits in line (``queue``) or gets ``409 context_busy``."""
+    cors: tuple[str, ...] = ()
+    heartbeat_seconds: float = 15.0
+    """A comment is sent on a stream idle this long, so proxies keep it open."""
+    shutdown_timeout_seconds: float = 30.0
+    """How long running turns may go on after a shutdown signal before they are cancelled."""
+    auth: AuthSettings | None = None
+    """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """The ``retention`` section, in seconds (None: kept without a time limit)."""
+
+    runs: float | None = None
+    events: float | None = 3600.0
+    """How long a run's stream frames stay available for a reconnect."""
+    idle_sessions: float | None = None

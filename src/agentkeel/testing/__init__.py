@@ -1,0 +1,1 @@
+"""Test helpers that other projects can use too: conformance suites for our Protocols."""

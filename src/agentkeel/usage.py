@@ -1,0 +1,215 @@
+"""What runs cost: token budgets, the meter that enforces them, and optional prices.
+
+A run's meter is asked before every model call whether a budget still allows one, and
+told after every call what it used. The counts go to storage (a `UsageStorage`) per
+context and per principal and UTC day, so totals survive restarts and are shared by
+every replica reading the same storage. A budget is checked before a call, never in the
+middle of one: a call that starts under budget finishes, so a run can end over its
+budget by at most the tokens of its last call.
+
+Prices are optional and never built in (they change): a framework lists them per model
+per million tokens, and the cost of a run is computed from its usage when one is set.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from agentkeel.errors import BudgetExceededError, ConfigurationError
+from agentkeel.result import Usage
+from agentkeel.storage.base import SessionKey
+from agentkeel.storage.usage import UsageStorage, utc_day
+
+__all__ = [
+    "BudgetsConfig",
+    "ModelPrice",
+    "PriceConfig",
+    "TokenBudgets",
+    "UsageMeter",
+    "UsagePolicy",
+    "price_for",
+    "seconds_until_utc_midnight",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenBudgets:
+    """Token limits (input plus output); None means no limit.
+
+    Context and principal budgets need a session whose storage keeps usage
+    (`UsageStorage`: every bundled backend does); without one only `tokens_per_run`
+    applies.
+    """
+
+    tokens_per_run: int | None = None
+    tokens_per_context: int | None = None
+    tokens_per_principal_per_day: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tokens_per_run", "tokens_per_context", "tokens_per_principal_per_day"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigurationError(f"budget {name} must be an integer, not {value!r}")
+            if value is not None and value < 1:
+                raise ConfigurationError(f"budget {name} must be at least 1")
+
+    @property
+    def any(self) -> bool:
+        """Whether any limit is set."""
+        return any(
+            value is not None
+            for value in (
+                self.tokens_per_run,
+                self.tokens_per_context,
+                self.tokens_per_principal_per_day,
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelPrice:
+    """A model's price per million tokens, in whatever currency the prices are given.
+
+    `cached_input` prices input tokens read from the provider's cache; None prices them
+    as ordinary input.
+    """
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+    def cost(self, usage: Usage) -> float:
+        """What `usage` costs at this price."""
+        cached = usage.cached_tokens if self.cached_input is not None else 0
+        total = (
+            (usage.input_tokens - cached) * self.input
+            + cached * (self.cached_input or 0.0)
+            + usage.output_tokens * self.output
+        )
+        return round(total / 1_000_000, 10)
+
+
+class _FileSection(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        strict=True,
+        frozen=True,
+        hide_input_in_errors=True,
+    )
+
+
+class BudgetsConfig(_FileSection):
+    """The ``budgets`` section of a framework.json."""
+
+    tokens_per_run: int | None = Field(default=None, ge=1)
+    tokens_per_context: int | None = Field(default=None, ge=1)
+    tokens_per_principal_per_day: int | None = Field(default=None, ge=1)
+
+    def build(self) -> TokenBudgets:
+        """The budgets this section sets."""
+        return TokenBudgets(**self.model_dump())
+
+
+class PriceConfig(_FileSection):
+    """One model's entry of the ``prices`` section, per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+
+    def build(self) -> ModelPrice:
+        """The price this entry sets."""
+        return ModelPrice(**self.model_dump())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsagePolicy:
+    """A framework's budgets (for agents without their own) and its prices."""
+
+    budgets: TokenBudgets = field(default_factory=TokenBudgets)
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    """Per model name, per million tokens; a model without one shows no cost."""
+
+    @classmethod
+    def of(cls, budgets: BudgetsConfig, prices: Mapping[str, PriceConfig]) -> UsagePolicy:
+        """The policy of a framework.json's ``budgets`` and ``prices`` sections."""
+        return cls(budgets=budgets.build(), prices={name: p.build() for name, p in prices.items()})
+
+    def price(self, model_name: str) -> ModelPrice | None:
+        """The price of a model, if one is set (see `price_for`)."""
+        return price_for(self.prices, model_name) if self.prices else None
+
+
+def price_for(prices: Mapping[str, ModelPrice], model_name: str) -> ModelPrice | None:
+    """The price of a model by its full name (``openai:gpt-4o-mini``) or bare name."""
+    found = prices.get(model_name)
+    if found is None and ":" in model_name:
+        found = prices.get(model_name.split(":", 1)[1])
+    return found
+
+
+def seconds_until_utc_midnight(now: float | None = None) -> int:
+    """Whole seconds until the next UTC day begins (at least 1): a daily budget renews."""
+    at = time.time() if now is None else now
+    day = time.gmtime(at)
+    midnight = calendar.timegm((day.tm_year, day.tm_mon, day.tm_mday, 0, 0, 0)) + 86_400
+    return max(1, int(midnight - at + 0.999))
+
+
+class UsageMeter:
+    """The meter of one agent's runs: records calls in storage, enforces `budgets`.
+
+    Args:
+        budgets: The limits to enforce.
+        storage: Where the totals live; None counts nothing beyond the run itself.
+        key: The session the runs belong to (its principal owns the daily total).
+        clock: Unix time, injectable so a test can cross midnight.
+    """
+
+    def __init__(
+        self,
+        budgets: TokenBudgets,
+        storage: UsageStorage | None = None,
+        key: SessionKey | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.budgets = budgets
+        self._storage = storage if key is not None else None
+        self._key = key
+        self._clock = clock
+
+    async def check(self, run_usage: Usage) -> None:
+        """Raise BudgetExceededError when a budget is spent (see the module docstring)."""
+        budgets = self.budgets
+        limit = budgets.tokens_per_run
+        if limit is not None and run_usage.total_tokens >= limit:
+            raise BudgetExceededError(f"the run used its budget of {limit} tokens")
+        if self._storage is None or self._key is None:
+            return
+        limit = budgets.tokens_per_context
+        if limit is not None:
+            spent = await self._storage.context_usage(self._key)
+            if spent.total_tokens >= limit:
+                raise BudgetExceededError(f"the conversation used its budget of {limit} tokens")
+        limit = budgets.tokens_per_principal_per_day
+        if limit is not None:
+            now = self._clock()
+            spent = await self._storage.principal_usage(self._key.principal, utc_day(now))
+            if spent.total_tokens >= limit:
+                raise BudgetExceededError(
+                    f"today's budget of {limit} tokens is used; it renews at midnight UTC",
+                    retry_after=seconds_until_utc_midnight(now),
+                )
+
+    async def record(self, usage: Usage) -> None:
+        """Add one model call's usage to the context's and the principal's totals."""
+        if self._storage is not None and self._key is not None and usage.total_tokens:
+            await self._storage.add_usage(self._key, usage, day=utc_day(self._clock()))

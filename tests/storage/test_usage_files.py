@@ -1,0 +1,42 @@
+"""LocalFileStorage's usage files: a torn last line is a call not counted, never an error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentkeel.errors import CorruptSessionError
+from agentkeel.result import Usage
+from agentkeel.storage import LocalFileStorage, SessionKey
+from agentkeel.storage._usage_files import USAGE_FILE
+
+pytestmark = pytest.mark.anyio
+KEY = SessionKey(definition="chat", context_id="ctx-1", principal="alice")
+
+
+async def test_a_torn_last_line_is_not_counted_and_cut_before_the_next_append(
+    tmp_path: Path,
+) -> None:
+    storage = LocalFileStorage(tmp_path)
+    await storage.add_usage(KEY, Usage(input_tokens=3, output_tokens=1), day="2026-12-01")
+    path = storage.path(KEY) / USAGE_FILE
+    with path.open("ab") as handle:
+        handle.write(b'{"i":9')  # a crash during the next append
+    assert await LocalFileStorage(tmp_path).context_usage(KEY) == Usage(
+        input_tokens=3, output_tokens=1
+    )
+    reopened = LocalFileStorage(tmp_path)
+    await reopened.add_usage(KEY, Usage(input_tokens=1), day="2026-12-01")
+    assert await reopened.context_usage(KEY) == Usage(input_tokens=4, output_tokens=1)
+    with path.open("ab") as handle:
+        handle.write(b'oops\n{"i":1}\n')  # damage that no crash makes
+    with pytest.raises(CorruptSessionError):
+        await LocalFileStorage(tmp_path).context_usage(KEY)
+
+
+async def test_daily_totals_sit_in_the_principal_folder(tmp_path: Path) -> None:
+    storage = LocalFileStorage(tmp_path)
+    await storage.add_usage(KEY, Usage(output_tokens=2), day="2026-12-01")
+    assert (tmp_path / "alice" / ".usage" / "2026-12-01.jsonl").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alice"]
