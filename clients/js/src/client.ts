@@ -59,19 +59,7 @@ import type {
 
 export { newIdempotencyKey } from "./http.js";
 
-export type {
-  AgentClientOptions,
-  ApprovalDecision,
-  CallOptions,
-  Decision,
-  ForkOptions,
-  ListContextsOptions,
-  MessageInput,
-  MessagesOptions,
-  MultitaskPolicy,
-  RetryOptions,
-  TurnOptions,
-} from "./options.js";
+export type * from "./options.js";
 export type { HeadersOption } from "./http.js";
 
 interface TurnFields {

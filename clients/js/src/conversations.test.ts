@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 
 import { type ConversationStub, startConversationStub } from "../tests/support/conversation-server.js";
+import { collect, rejection } from "../tests/support/promises.js";
 import { AgentClient } from "./client.js";
 import { AgentError, ContextExistsError, MessageNotFoundError, NoActiveRunError } from "./errors.js";
 import type { StreamFrame } from "./types.js";
@@ -24,21 +25,6 @@ function client(server: ConversationStub, contextId?: string): AgentClient {
     retry: { attempts: 1, delayMs: 1 },
     ...(contextId === undefined ? {} : { contextId }),
   });
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected a rejection");
-}
-
-async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const item of items) out.push(item);
-  return out;
 }
 
 describe("AgentClient conversations", () => {
