@@ -13,6 +13,23 @@ from agentkeel import events
 
 SRC = Path(agentkeel.__file__).resolve().parent
 MODULE_LINE_LIMIT = 600
+"""The hard limit: no module is ever over it."""
+SOFT_LINE_LIMIT = 400
+"""Small modules with one job: a module over this is allowed only while it is listed below."""
+OVER_THE_SOFT_LIMIT = {
+    "client.py": 574,
+    "framework.py": 591,
+    "loop.py": 579,
+    "agent.py": 566,
+    "server/runs.py": 509,
+    "a2a/handler.py": 422,
+    "multiagent/swarm.py": 442,
+    "mcp/server.py": 410,
+    "models/demo.py": 476,
+}
+"""Modules still over the soft limit, with the most lines each may have. The list only
+shrinks: a listed module may not grow past its number, and one that got under the limit
+must leave the list (lower a number when a module shrinks)."""
 SPEC_EVENT_TYPES = {
     "status",
     "step",
@@ -54,10 +71,33 @@ def test_event_classes_match_the_spec_table() -> None:
     assert types == SPEC_EVENT_TYPES
 
 
+def module_lines() -> dict[str, int]:
+    return {
+        path.relative_to(SRC).as_posix(): path.read_text(encoding="utf-8").count("\n")
+        for path in SRC.rglob("*.py")
+    }
+
+
 def test_no_module_is_over_the_size_limit() -> None:
-    for path in SRC.rglob("*.py"):
-        lines = path.read_text(encoding="utf-8").count("\n")
-        assert lines <= MODULE_LINE_LIMIT, f"{path.relative_to(SRC)} has {lines} lines"
+    for name, lines in module_lines().items():
+        assert lines <= MODULE_LINE_LIMIT, f"{name} has {lines} lines"
+
+
+def test_modules_over_the_soft_limit_are_listed_and_the_list_only_shrinks() -> None:
+    sizes = module_lines()
+    for name, lines in sizes.items():
+        if lines > SOFT_LINE_LIMIT:
+            allowed = OVER_THE_SOFT_LIMIT.get(name)
+            assert allowed is not None, (
+                f"{name} has {lines} lines, over the soft limit of {SOFT_LINE_LIMIT}: "
+                "split it into modules with one job each"
+            )
+            assert lines <= allowed, f"{name} grew to {lines} lines (allowed: {allowed})"
+    for name in OVER_THE_SOFT_LIMIT:
+        lines = sizes.get(name, 0)
+        assert lines > SOFT_LINE_LIMIT, (
+            f"{name} is down to {lines} lines: take it off OVER_THE_SOFT_LIMIT"
+        )
 
 
 def test_only_the_fs_module_opens_files_for_writing() -> None:

@@ -19,6 +19,7 @@ from agentkeel.conversation import (
 from agentkeel.errors import (
     AgentkeelError,
     BudgetExceededError,
+    ConcurrentWriteError,
     ConfigurationError,
     ContextNotFoundError,
     ContextRefusedError,
@@ -85,6 +86,7 @@ __all__ = [
     "BudgetExceededError",
     "CancelRun",
     "Checkpointer",
+    "ConcurrentWriteError",
     "ConfigurationError",
     "ContextNotFoundError",
     "ContextRefusedError",

@@ -9,7 +9,9 @@ killed at any instant:
 - appends are one `write` of the whole batch followed by an fsync, so a batch is either
   on disk or (after a crash) a torn tail that the reader detects and drops;
 - removing a folder first renames it to a hidden tombstone, so a crash halfway through
-  the deletion never leaves half a session that still looks alive.
+  the deletion never leaves half a session that still looks alive;
+- a cache that may be lost is overwritten in place behind a checksummed header
+  (`overwrite_checked`), so it costs no new file, and a torn copy reads as absent.
 
 The functions are synchronous on purpose: callers run them off the event loop with
 `anyio.to_thread.run_sync`. Files are created ``0o600`` and folders ``0o700`` because
@@ -18,10 +20,12 @@ they hold users' conversations.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import shutil
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +34,7 @@ from agentkeel.messages import JSONObject, JSONValue
 
 __all__ = [
     "append_lines",
+    "append_records",
     "atomic_write_bytes",
     "atomic_write_json",
     "corrupt",
@@ -37,11 +42,17 @@ __all__ = [
     "ensure_dir",
     "file_size",
     "fsync_dir",
+    "has_files",
     "list_json_files",
+    "overwrite_checked",
+    "read_checked",
+    "read_tail",
     "read_bytes",
     "read_json_object",
+    "remove_empty_dir",
     "remove_file",
     "remove_tree",
+    "stamp",
     "sweep_temp_files",
     "truncate",
 ]
@@ -153,6 +164,101 @@ def append_lines(path: Path, lines: Sequence[bytes]) -> int:
     return size
 
 
+def append_records(path: Path, lines: Sequence[bytes], *, durable: bool = True) -> int:
+    """Append whole lines to a file of independent records; returns the new size.
+
+    Such a file has no commit marker, so a tail a crash left without its newline is cut
+    off here before the batch is written (one ``pread`` per append). With
+    `durable=False` nothing is fsynced: a kill loses nothing written, a power cut may.
+    """
+    data = b"".join(line + b"\n" for line in lines)
+    created = False
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        created = True
+    except FileExistsError:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.ftruncate(fd, _last_newline(fd, size))
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if created and durable:
+        fsync_dir(path.parent)
+    return size
+
+
+def _last_newline(fd: int, size: int) -> int:
+    """The offset just after the last newline of the open file (0 when it has none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
+
+
+def read_tail(path: Path, size: int) -> bytes | None:
+    """At most the last `size` bytes of `path`, or None if it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def overwrite_checked(path: Path, data: bytes, label: str) -> None:
+    """Replace the content of a cache file in place, behind a checksummed header.
+
+    No temp file and no fsync: a cache written every turn must not cost a new inode each
+    time. A crash halfway leaves a checksum mismatch, which `read_checked` reports as
+    absent. `label` (no spaces or newlines) is kept in the header and checked on read.
+    """
+    header = b"%s %d %08x\n" % (label.encode("utf-8"), len(data), zlib.crc32(data))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+    try:
+        _write_all(fd, header + data)
+        os.ftruncate(fd, len(header) + len(data))
+    finally:
+        os.close(fd)
+
+
+def read_checked(path: Path, label: str) -> bytes | None:
+    """What `overwrite_checked` stored under `label`; None if absent, torn or another's."""
+    raw = read_bytes(path)
+    if raw is None:
+        return None
+    header, newline, data = raw.partition(b"\n")
+    parts = header.split(b" ")
+    if not newline or len(parts) != 3 or parts[0] != label.encode("utf-8"):
+        return None
+    try:
+        length, checksum = int(parts[1]), int(parts[2], 16)
+    except ValueError:
+        return None
+    data = data[:length]
+    if len(data) != length or zlib.crc32(data) != checksum:
+        return None
+    return data
+
+
+def stamp(path: Path) -> tuple[int, int, int] | None:
+    """(size, inode, mtime in ns) of `path`, or None: changes whenever anyone writes it."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_size, info.st_ino, info.st_mtime_ns
+
+
 def truncate(path: Path, size: int) -> None:
     """Cut `path` back to `size` bytes (dropping a torn or uncommitted tail) and fsync it."""
     fd = os.open(path, os.O_WRONLY)
@@ -171,6 +277,20 @@ def remove_file(path: Path, *, durable: bool = True) -> bool:
         return False
     if durable:
         fsync_dir(path.parent)
+    return True
+
+
+def remove_empty_dir(path: Path) -> bool:
+    """Remove folder `path` if it is empty (durably); False if it is not, or is gone."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        raise
+    fsync_dir(path.parent)
     return True
 
 
@@ -228,6 +348,15 @@ def list_files(folder: Path, suffix: str) -> list[str]:
         ]
     except FileNotFoundError:
         return []
+
+
+def has_files(folder: Path) -> bool:
+    """Whether `folder` holds any visible entry (False if there is no folder)."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(entry.name[0] != "." for entry in entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
 
 
 def list_json_files(folder: Path) -> list[Path]:

@@ -216,8 +216,14 @@ class Agent:
         return tuple(p.interrupt for p in self._suspended.pending)
 
     async def restore(self) -> None:
-        """Load memory and any suspended run from the session (once; later calls do nothing)."""
-        if self._restored:
+        """Load memory and any suspended run from the session.
+
+        Every run calls it first. After the first load it costs one version read, and
+        loads again only when storage moved on (another process ran a turn on this
+        context): a cached Agent never runs on stale memory (SPEC guarantee 9).
+        """
+        manager = self.session_manager
+        if self._restored and (manager is None or not await manager.moved_on()):
             return
         if self.session_manager is not None:
             restored = await self.session_manager.restore()

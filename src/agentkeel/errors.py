@@ -28,6 +28,7 @@ The hierarchy::
     ├── ContextRefusedError             context_forbidden
     ├── SharedAgentError                agent_shared
     └── StorageError                    storage_error
+        ├── ConcurrentWriteError        concurrent_write
         └── CorruptSessionError         corrupt_session
 
 A run never raises a model or tool failure at its caller: it ends with
@@ -43,6 +44,7 @@ from typing import ClassVar
 __all__ = [
     "AgentkeelError",
     "BudgetExceededError",
+    "ConcurrentWriteError",
     "ConfigurationError",
     "ContextExistsError",
     "ContextNotFoundError",
@@ -271,6 +273,21 @@ class StorageError(AgentkeelError):
     """A storage backend failed to read or write."""
 
     code = "storage_error"
+
+
+class ConcurrentWriteError(StorageError):
+    """A write expected a session version (or held a fencing token) that is no longer current.
+
+    Another writer (another replica, or the holder of a newer lease) committed first; nothing
+    of the refused write was stored. Reload the session and run the turn again.
+    """
+
+    code = "concurrent_write"
+
+    def __init__(self, message: str, *, expected: int | None, actual: int | None) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
 
 
 class CorruptSessionError(StorageError):

@@ -65,8 +65,8 @@ from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
 from agentkeel.server_settings import Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
-from agentkeel.storage.file import LocalFileStorage
 from agentkeel.storage.memory import InMemoryStorage
+from agentkeel.storage.registry import open_storage
 from agentkeel.tools.decorator import Tool
 from agentkeel.tools.toolset import Toolset
 from agentkeel.usage import BudgetsConfig, PriceConfig, UsagePolicy
@@ -348,22 +348,13 @@ class _Loader:
     def storage(self, parsed: _File) -> SessionStorage:
         if parsed.storage is not None and parsed.session_dir is not None:
             raise self.error("storage", "set either storage or sessionDir, not both")
+        url = parsed.storage or "memory:"
         if parsed.session_dir is not None:
-            return LocalFileStorage(self.resolve(parsed.session_dir))
-        url = parsed.storage
-        if url is None or url in ("memory:", "memory://"):
-            return InMemoryStorage()
-        if url.startswith("file:"):
-            folder = url.removeprefix("file:").removeprefix("//")
-            if not folder:
-                raise self.error("storage", "a file: URL needs a folder, e.g. 'file:./sessions'")
-            return LocalFileStorage(self.resolve(folder))
-        scheme = url.partition(":")[0]
-        raise self.error(
-            "storage",
-            f"storage backend {scheme!r} is not available; use 'memory:' or 'file:<folder>' "
-            "(or sessionDir)",
-        )
+            url = f"file:{parsed.session_dir}"
+        try:
+            return open_storage(url, base=self.base)
+        except ConfigurationError as exc:
+            raise self.error("storage", exc.message) from None
 
     def checkpointer(self, parsed: _File) -> Checkpointer:
         if parsed.checkpointer is None:

@@ -10,26 +10,24 @@ it is forgotten.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol, TypeAlias
 
 from agentkeel.agent import Agent
 from agentkeel.checkpoint.base import Checkpointer
-from agentkeel.errors import ConfigurationError, CorruptSessionError
+from agentkeel.errors import CorruptSessionError
 from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent import Swarm, SwarmSession
 from agentkeel.multiagent.session import MEMBER_SEPARATOR
 from agentkeel.result import ErrorInfo, Usage
 from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
-from agentkeel.tools.decorator import Tool
 
 __all__ = [
     "Served",
     "ServedFactory",
     "ServedResult",
     "attach_session",
-    "checked_served",
     "forget_context",
 ]
 
@@ -57,21 +55,6 @@ class ServedResult(Protocol):
     def usage(self) -> Usage: ...  # noqa: D102
     @property
     def output(self) -> Any: ...  # noqa: D102
-
-
-def checked_served(target: object, definition: str) -> Served:
-    """`target` if a factory built something servable, else a ConfigurationError."""
-    if isinstance(target, Agent | Swarm):
-        return target
-    raise ConfigurationError(
-        f"the factory of {definition!r} returned {type(target).__name__}, not an Agent or a Swarm"
-    )
-
-
-def skills_of(served: Served) -> tuple[str, ...]:
-    """Tool names for `GET /agents` and the agent card (a swarm: its members' tools)."""
-    tools: Mapping[str, Tool] = served.tools
-    return tuple(tools)
 
 
 def attach_session(

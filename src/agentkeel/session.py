@@ -12,6 +12,13 @@ Write order, chosen so that a crash between two writes is safe:
   stale and is dropped on restore, so a finished run is never resumed twice.
 - a suspension: the new checkpoint, then the run record, then the older checkpoint is
   deleted.
+
+The manager remembers the session version it loaded or last wrote, and every save
+passes it (and the lease's fencing token, `fence`, when a runtime set one) to storage:
+a save based on a conversation another process moved on is refused with
+ConcurrentWriteError and stores nothing. `moved_on` is the cheap check a server makes
+before each turn, so a cached Agent is reloaded instead of running on stale memory
+(SPEC guarantee 9).
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ from dataclasses import dataclass
 from agentkeel.checkpoint.base import Checkpoint, Checkpointer
 from agentkeel.errors import CorruptSessionError
 from agentkeel.ids import new_checkpoint_id
+from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject, Message
 from agentkeel.result import Usage
 from agentkeel.run_state import RunState
-from agentkeel.storage.base import RunRecord, SessionKey, SessionStorage
+from agentkeel.storage.base import RunRecord, SessionStorage
 from agentkeel.storage.usage import UsageStorage, utc_day
 
 __all__ = ["RestoredSession", "SessionManager"]
@@ -65,6 +73,10 @@ class SessionManager:
         self.key = SessionKey.parse(session_id, principal=principal)
         self.storage = storage
         self.checkpointer = checkpointer
+        self.fence: int | None = None
+        """The fencing token of the lease the current turn runs under (set by a runtime)."""
+        self.version: int | None = None
+        """The session version this manager last loaded or wrote; None before `restore`."""
         self._checkpoint_id: str | None = None
 
     @property
@@ -75,12 +87,22 @@ class SessionManager:
     async def restore(self) -> RestoredSession:
         """Load the session; an unknown session restores as empty."""
         snapshot = await self.storage.load(self.key)
+        self.version = 0 if snapshot is None else snapshot.version
+        self._checkpoint_id = None
         suspended = await self._restore_checkpoint()
         if snapshot is None:
             return RestoredSession(messages=[], state={}, suspended=suspended)
         return RestoredSession(
             messages=snapshot.messages, state=snapshot.state, suspended=suspended
         )
+
+    async def moved_on(self) -> bool:
+        """Whether storage holds a newer version than the one this manager knows.
+
+        One version read (a ``stat`` for files), not a history load; True before the
+        first `restore`.
+        """
+        return self.version is None or await self.storage.version(self.key) != self.version
 
     async def _restore_checkpoint(self) -> RunState | None:
         if self.checkpointer is None:
@@ -118,14 +140,23 @@ class SessionManager:
     ) -> None:
         """Save a run that ended: its record, the history and state, then drop its checkpoint.
 
-        `state` is None when the AgentState did not change. With `rewrite`, the whole
+        `state` is None when the AgentState did not change, and then the stored state is
+        kept as it is, also by a rewrite (SPEC guarantee 12). With `rewrite`, the whole
         `history` replaces the stored one (a trim); otherwise `new_messages` are appended.
+
+        Raises:
+            ConcurrentWriteError: Another writer moved the session on since it was
+                loaded; nothing of this turn's history was stored.
         """
         await self.storage.put_run(self.key, record)
         if rewrite:
-            await self.storage.rewrite(self.key, history, state or {})
+            self.version = await self.storage.rewrite(
+                self.key, history, state, expected_version=self.version, fence=self.fence
+            )
         elif new_messages or state is not None:
-            await self.storage.append(self.key, new_messages, state)
+            self.version = await self.storage.append(
+                self.key, new_messages, state, expected_version=self.version, fence=self.fence
+            )
         await self._drop_checkpoint()
 
     async def save_suspended(self, *, record: RunRecord, run: RunState) -> None:

@@ -7,6 +7,7 @@ demo agent, plus a factory-built slow copy for the tests that need a turn still 
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -48,9 +49,11 @@ class Served:
     url: str
     sessions: Path
 
-    def runs(self, context_id: str, agent: str = "demo") -> list[Path]:
-        """The run records the server stored for a context (SPEC section 8 layout)."""
-        return sorted((self.sessions / f"{agent}:{context_id}" / "runs").glob("*.json"))
+    def runs(self, context_id: str, agent: str = "demo") -> list[str]:
+        """The ids of the runs the server stored for a context (SPEC section 8: runs.jsonl)."""
+        path = self.sessions / f"{agent}:{context_id}" / "runs.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return list(dict.fromkeys(json.loads(line)["run_id"] for line in lines))
 
     def session_exists(self, context_id: str, agent: str = "demo") -> bool:
         return (self.sessions / f"{agent}:{context_id}").exists()

@@ -312,12 +312,12 @@ async def test_member_sessions_follow_the_documented_ids_and_delete_removes_all(
     assert billing_key.session_id == "support--billing:ctx-42"
     assert await storage.load(triage_key) is not None
     assert await checkpointer.latest(billing_key) is not None
-    assert await storage.load(session.key) is not None
+    assert await storage.exists(session.key)  # its record is a document, not a history
     with pytest.raises(ConfigurationError, match="before the swarm's first run"):
         swarm.session = session
 
     assert await SwarmSession("support", "ctx-42", storage, checkpointer).delete() is True
     for key in (triage_key, billing_key, session.key):
-        assert await storage.load(key) is None
+        assert await storage.load(key) is None and not await storage.exists(key)
         assert await checkpointer.latest(key) is None
     assert await SwarmSession("support", "ctx-42", storage, checkpointer).delete() is False

@@ -41,11 +41,12 @@ def test_the_session_folders_follow_the_documented_ids(tmp_path: Path) -> None:
     assert checkpoints(tmp_path, "support--billing:ctx-swarm")
     assert not checkpoints(tmp_path, "support--triage:ctx-swarm")
     swarm_folder = tmp_path / "sessions" / "support:ctx-swarm"
-    state = json.loads((swarm_folder / "state.json").read_text())["state"]["swarm"]
+    assert sorted(path.name for path in swarm_folder.iterdir()) == ["runs.jsonl", "swarm.json"]
+    state = json.loads((swarm_folder / "swarm.json").read_text())
     assert state["active"] == "billing" and state["suspended"] == "billing"
     assert state["shared"] == {"order": "A-17"}
     assert [h["to"] for h in state["handoffs"]] == ["billing"]
-    runs = [json.loads(p.read_text()) for p in (swarm_folder / "runs").glob("*.json")]
+    runs = [json.loads(line) for line in (swarm_folder / "runs.jsonl").read_text().splitlines()]
     assert [(r["status"], r["input"]) for r in runs] == [("suspended", "I want a refund for A-17")]
 
 

@@ -23,6 +23,27 @@ def session_folder(data: Path) -> Path:
     return data / "sessions" / "assistant:ctx-restart"
 
 
+def run_record(data: Path, run_id: str) -> dict[str, Any]:
+    """The latest record of `run_id` in the session's runs.jsonl."""
+    lines = (session_folder(data) / "runs.jsonl").read_text().splitlines()
+    records: list[dict[str, Any]] = [json.loads(line) for line in lines]
+    mine = [record for record in records if record["run_id"] == run_id]
+    assert mine, f"no record of {run_id}"
+    return mine[-1]
+
+
+def test_a_trim_keeps_the_stored_state_in_a_new_process(tmp_path: Path) -> None:
+    """Guarantee 12: a sliding-window trim, then a restore elsewhere, still has the state."""
+    assert run_worker(tmp_path, "remember")["state"] == {"colour": "blue"}
+    for _ in range(3):
+        trimmed = run_worker(tmp_path, "trim")
+        assert trimmed["result"]["status"] == "completed"
+        assert len(trimmed["messages"]) <= 4  # the window trimmed (a rewrite)
+    restored = run_worker(tmp_path, "inspect")
+    assert restored["state"] == {"colour": "blue"}
+    assert restored["messages"] == trimmed["messages"]
+
+
 def test_history_and_state_are_restored_in_a_new_process(tmp_path: Path) -> None:
     first = run_worker(tmp_path, "remember")
     assert first["result"]["status"] == "completed"
@@ -38,7 +59,7 @@ def test_history_and_state_are_restored_in_a_new_process(tmp_path: Path) -> None
 def test_run_records_hold_input_status_tool_calls_timings_and_usage(tmp_path: Path) -> None:
     report = run_worker(tmp_path, "remember")
     run_id = report["result"]["run_id"]
-    record = json.loads((session_folder(tmp_path) / "runs" / f"{run_id}.json").read_text())
+    record = run_record(tmp_path, run_id)
     assert record["input"] == "remember" and record["status"] == "completed"
     assert record["schema_version"] == 1
     assert record["tool_calls"][0]["name"] == "remember"
@@ -69,14 +90,12 @@ def test_approve_across_a_restart_runs_the_tool_once(tmp_path: Path) -> None:
     assert done["result"]["status"] == "completed"
     assert done["result"]["run_id"] == suspended["result"]["run_id"]
     assert side_effects(tmp_path) == ["deleted a.txt"]
-    assert not list((tmp_path / "checkpoints" / "assistant:ctx-restart").glob("*.json"))
+    # the context's last checkpoint went, and its folder with it (SPEC section 8)
+    assert not (tmp_path / "checkpoints" / "assistant:ctx-restart").exists()
     again = run_worker(tmp_path, "approve", interrupt["id"])
     assert again == {"error": "interrupt_not_found", "pending": 0}
     assert side_effects(tmp_path) == ["deleted a.txt"]
-    record = json.loads(
-        (session_folder(tmp_path) / "runs" / f"{done['result']['run_id']}.json").read_text()
-    )
-    assert record["status"] == "completed"
+    assert run_record(tmp_path, done["result"]["run_id"])["status"] == "completed"
 
 
 def test_reject_across_a_restart(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from agentkeel import (
     ScriptedToolCall,
     ScriptedTurn,
     SessionManager,
+    SlidingWindowConversationManager,
     interrupt,
     tool,
 )
@@ -111,6 +112,7 @@ def build(mode: str) -> Agent:
         model,
         tools=[delete_file, ask_name, remember],
         hooks=[Tracker()],
+        conversation_manager=SlidingWindowConversationManager(4) if mode == "trim" else None,
         session_manager=SessionManager("assistant:ctx-restart", storage, checkpointer=checkpointer),
     )
 

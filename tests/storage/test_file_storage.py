@@ -78,9 +78,14 @@ async def test_layout_matches_the_spec(tmp_path: Path) -> None:
     await storage.put_run(
         KEY, RunRecord(run_id="run-1", status="completed", input="q", started_at=1.0)
     )
-    assert sorted(os.listdir(folder)) == ["messages.jsonl", "runs", "session.json", "state.json"]
-    assert os.listdir(folder / "runs") == ["run-1.json"]
-    assert json.loads((folder / "runs" / "run-1.json").read_bytes())["schema_version"] == 1
+    assert sorted(os.listdir(folder)) == [
+        "messages.jsonl",
+        "runs.jsonl",
+        "session.json",
+        "state.json",
+    ]
+    runs = [json.loads(line) for line in (folder / "runs.jsonl").read_bytes().splitlines()]
+    assert [(run["run_id"], run["schema_version"]) for run in runs] == [("run-1", 1)]
     state_doc = json.loads((folder / "state.json").read_bytes())
     assert state_doc["state"] == {"k": "v"} and state_doc["schema_version"] == 1
 
@@ -144,8 +149,9 @@ async def test_append_does_not_read_the_history(tmp_path: Path) -> None:
     storage = LocalFileStorage(tmp_path)
     await storage.append(KEY, turn(0), None)
     path = storage.path(KEY) / "messages.jsonl"
-    data = path.read_bytes()
-    path.write_bytes(b"#" * (len(data) - 1) + b"\n")  # same size: the cache still trusts it
+    data, before = path.read_bytes(), os.stat(path)
+    path.write_bytes(b"#" * (len(data) - 1) + b"\n")  # same size, inode and mtime:
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # the cache still trusts it
     await storage.append(KEY, turn(1), None)  # succeeds: it never looked back
     with pytest.raises(CorruptSessionError):
         await LocalFileStorage(tmp_path).load(KEY)
@@ -330,13 +336,16 @@ async def test_a_corrupt_run_record_is_an_error(tmp_path: Path, data: bytes) -> 
     await storage.put_run(
         KEY, RunRecord(run_id="run-1", status="completed", input=None, started_at=1.0)
     )
-    path = storage.path(KEY) / "runs" / "run-1.json"
-    path.write_bytes(data)
-    for read in (storage.get_run(KEY, "run-1"), storage.list_runs(KEY)):
+    path = storage.path(KEY) / "runs.jsonl"
+    path.write_bytes(data + b"\n")
+    for read in (storage.list_runs, storage.latest_run):
         with pytest.raises(CorruptSessionError) as caught:
-            await read
+            await read(KEY)
         assert caught.value.path == str(path)
-    assert path.read_bytes() == data
+    path.write_bytes(data + b',"run_id":"run-1",\n')  # a line that get_run takes for run-1's
+    with pytest.raises(CorruptSessionError):
+        await storage.get_run(KEY, "run-1")
+    assert path.read_bytes() == data + b',"run_id":"run-1",\n'
 
 
 @pytest.mark.parametrize("data", [b"{broken", b"[]", b'{"id":"c","payload":{}}'])
@@ -507,12 +516,26 @@ async def test_a_session_keeps_one_frames_file_also_across_restarts(tmp_path: Pa
     key = SessionKey(definition="demo", context_id="ctx-frames")
     first = LocalFileStorage(tmp_path)
     for index in range(5):
-        await first.put_events(key, f"run-{index}", [{"id": 1, "data": {"n": index}}])
-    runs = first.path(key) / "runs"
-    assert sorted(p.name for p in runs.iterdir()) == ["run-4.events.jsonl"]
-    # a new process does not know which file it wrote last: it looks once
-    (runs / "run-stale.events.jsonl").write_text('{"id":1,"data":{}}\n')
+        await first.put_frames(key, f"run-{index}", b"id: 1\ndata: {}\n\n" * index)
+    assert sorted(os.listdir(first.path(key))) == ["frames.sse"]
     restarted = LocalFileStorage(tmp_path)
-    await restarted.put_events(key, "run-5", [{"id": 1, "data": {"n": 5}}])
-    assert sorted(p.name for p in runs.iterdir()) == ["run-5.events.jsonl"]
-    assert await restarted.get_events(key, "run-5") == [{"id": 1, "data": {"n": 5}}]
+    assert await restarted.get_frames(key, "run-4") == b"id: 1\ndata: {}\n\n" * 4
+    assert await restarted.get_frames(key, "run-3") is None
+    await restarted.put_frames(key, "run-5", b"id: 1\ndata: {}\n\n")
+    assert sorted(os.listdir(first.path(key))) == ["frames.sse"]
+
+
+@pytest.mark.anyio
+async def test_torn_frames_read_as_none_never_as_frames(tmp_path: Path) -> None:
+    """A crash in the middle of the in-place overwrite leaves a mix the checksum refuses."""
+    storage = LocalFileStorage(tmp_path)
+    key = SessionKey(definition="demo", context_id="ctx-frames")
+    await storage.put_frames(key, "run-1", b"x" * 100)
+    path = storage.path(key) / "frames.sse"
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-10] + b"y" * 10)  # the new bytes only partly landed
+    assert await storage.get_frames(key, "run-1") is None
+    path.write_bytes(whole[:40])  # cut short
+    assert await storage.get_frames(key, "run-1") is None
+    await storage.put_frames(key, "run-2", b"z")
+    assert await storage.get_frames(key, "run-2") == b"z"

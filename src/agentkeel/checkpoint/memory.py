@@ -8,10 +8,11 @@ would on disk.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from agentkeel.checkpoint.base import Checkpoint
 from agentkeel.errors import StorageError
-from agentkeel.storage.base import SessionKey
+from agentkeel.keys import SessionKey, require_key
 
 __all__ = ["InMemoryCheckpointer"]
 
@@ -21,26 +22,31 @@ class InMemoryCheckpointer:
 
     def __init__(self) -> None:
         self._threads: dict[SessionKey, dict[str, str]] = {}
+        self._sequences: dict[SessionKey, int] = {}
 
-    async def put(self, key: SessionKey, checkpoint: Checkpoint) -> None:
-        """Store `checkpoint`, replacing one with the same id."""
+    async def put(self, key: SessionKey, checkpoint: Checkpoint) -> int:
+        """Store `checkpoint` with the thread's next sequence, replacing one with its id."""
+        require_key(key, "put")
+        sequence = self._sequences.get(key, 0) + 1
         try:
-            document = json.dumps(checkpoint.to_json(), ensure_ascii=False)
+            document = json.dumps(replace(checkpoint, sequence=sequence).to_json())
         except (TypeError, ValueError) as exc:
             raise StorageError(f"checkpoint is not JSON-serializable: {exc}") from exc
         self._threads.setdefault(key, {})[checkpoint.id] = document
+        self._sequences[key] = sequence
+        return sequence
 
     async def latest(self, key: SessionKey) -> Checkpoint | None:
-        """The newest checkpoint by creation time (ties broken by id), or None."""
-        thread = self._threads.get(key)
+        """The checkpoint with the highest sequence, or None."""
+        thread = self._threads.get(require_key(key, "latest"))
         if not thread:
             return None
         checkpoints = [Checkpoint.from_json(json.loads(doc)) for doc in thread.values()]
-        return max(checkpoints, key=lambda checkpoint: (checkpoint.created_at, checkpoint.id))
+        return max(checkpoints, key=lambda checkpoint: checkpoint.sequence)
 
     async def delete(self, key: SessionKey, checkpoint_id: str) -> None:
         """Forget one checkpoint; unknown ids are ignored."""
-        thread = self._threads.get(key)
+        thread = self._threads.get(require_key(key, "delete"))
         if thread is not None:
             thread.pop(checkpoint_id, None)
             if not thread:
@@ -48,4 +54,5 @@ class InMemoryCheckpointer:
 
     async def delete_thread(self, key: SessionKey) -> None:
         """Forget every checkpoint of the thread."""
-        self._threads.pop(key, None)
+        self._threads.pop(require_key(key, "delete_thread"), None)
+        self._sequences.pop(key, None)

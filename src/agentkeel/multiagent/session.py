@@ -5,16 +5,19 @@ unchanged):
 
 - each member: ``"<swarm-def>--<member>:<contextId>"``, a SessionManager of its own
   (history, AgentState, run records, and its checkpoints when it suspends);
-- the swarm itself: ``"<swarm-def>:<contextId>"``, whose AgentState document holds the
+- the swarm itself: ``"<swarm-def>:<contextId>"``, whose ``swarm`` document (the
+  storage's `SessionDocumentStorage` capability; ``swarm.json`` for files) holds the
   `SwarmRecord` (shared state, active member, suspended member, handoff trail and the
-  open run) and whose ``runs/`` hold one record per swarm run. Its history stays empty.
+  open run) and whose run records hold one per swarm run. It has no history.
 
 ``<swarm-def>--<member>`` must match ``^[a-z0-9][a-z0-9_-]{0,63}$``, and neither part
 may contain ``--``, so that two (swarm, member) pairs never share a session. An agent
 definition of the same framework must not be named like a member session either.
 
-Every write goes through the SessionStorage interface: the record is replaced with one
-atomic `rewrite` of the swarm session (its history is empty, so the cost stays flat).
+Every write goes through the SessionStorage interface: the record is one document
+replaced atomically, apart from any history or AgentState. A record that 0.1.0 kept
+in the swarm session's AgentState (under ``"swarm"``) is still read, and a storage
+without the capability keeps it there.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from dataclasses import dataclass
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import ConfigurationError, CorruptSessionError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
+from agentkeel.keys import SessionKey
+from agentkeel.messages import JSONValue
 from agentkeel.multiagent.record import SwarmRecord, SwarmRunState
 from agentkeel.multiagent.result import SwarmResult
 from agentkeel.session import SessionManager
-from agentkeel.storage.base import RunRecord, SessionKey, SessionStorage
+from agentkeel.storage.base import RunRecord, SessionDocumentStorage, SessionStorage
 
 __all__ = ["MEMBER_SEPARATOR", "SwarmSession", "run_record"]
 
@@ -110,10 +115,14 @@ class SwarmSession:
 
     async def load(self) -> SwarmRecord | None:
         """The swarm's record, or None before its first save."""
-        snapshot = await self.storage.load(self.key)
-        if snapshot is None or _RECORD_KEY not in snapshot.state:
-            return None
-        document = snapshot.state[_RECORD_KEY]
+        document: JSONValue = None
+        if isinstance(self.storage, SessionDocumentStorage):
+            document = await self.storage.get_document(self.key, _RECORD_KEY)
+        if document is None:  # kept in the AgentState by 0.1.0, or no capability
+            snapshot = await self.storage.load(self.key)
+            if snapshot is None or _RECORD_KEY not in snapshot.state:
+                return None
+            document = snapshot.state[_RECORD_KEY]
         try:
             if not isinstance(document, dict):
                 raise TypeError("not an object")
@@ -126,10 +135,13 @@ class SwarmSession:
 
     async def save(self, record: SwarmRecord) -> None:
         """Replace the swarm's record atomically."""
-        await self.storage.rewrite(self.key, [], {_RECORD_KEY: record.to_json()})
+        if isinstance(self.storage, SessionDocumentStorage):
+            await self.storage.put_document(self.key, _RECORD_KEY, record.to_json())
+        else:
+            await self.storage.rewrite(self.key, [], {_RECORD_KEY: record.to_json()})
 
     async def put_run(self, record: RunRecord) -> None:
-        """Create or replace the record of one swarm run (``runs/<runId>.json``)."""
+        """Create or replace the record of one swarm run."""
         await self.storage.put_run(self.key, record)
 
     async def delete(self, members: Iterable[str] = ()) -> bool:
@@ -161,7 +173,7 @@ class SwarmSession:
 
 
 def run_record(run: SwarmRunState, result: SwarmResult) -> RunRecord:
-    """The swarm run's record (``runs/<runId>.json`` of the swarm's session)."""
+    """The swarm run's record (kept with the swarm session's run records)."""
     return RunRecord(
         run_id=run.run_id,
         status=result.status,

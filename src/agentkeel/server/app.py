@@ -157,9 +157,14 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        # MCP servers open before the first turn and close after the last one drained
-        async with open_toolsets(framework), runtime.running():
-            yield
+        storage = runtime.framework.storage
+        await storage.open()  # connect and migrate before the first request
+        try:
+            # MCP servers open before the first turn and close after the last one drained
+            async with open_toolsets(framework), runtime.running():
+                yield
+        finally:
+            await storage.close()
 
     middleware = []
     if settings.cors:

@@ -35,7 +35,6 @@ from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import RunInProgressError, SharedAgentError
 from agentkeel.hooks.events import BeforeRunEvent
 from agentkeel.serving import Served, ServedFactory, attach_session, forget_context
-from agentkeel.session import SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
 
 __all__ = ["ContextCache", "ContextEntry", "TurnTicket"]
@@ -157,12 +156,6 @@ class ContextCache:
         """A snapshot of the cached entries (shutdown cancels their runs)."""
         return list(self._entries.values())
 
-    def session_manager(self, key: SessionKey) -> SessionManager:
-        """The SessionManager of `key` (thread id = context id, same key as the session)."""
-        return SessionManager(
-            key.session_id, self.storage, checkpointer=self.checkpointer, principal=key.principal
-        )
-
     async def acquire(self, key: SessionKey) -> ContextEntry:
         """The entry of `key`, built and restored if needed, leased until `release`."""
         while True:
@@ -212,7 +205,7 @@ class ContextCache:
         """Whether the context has anything: a cached Agent, a session, runs or a checkpoint."""
         if key in self._entries:
             return True
-        if await self.storage.load(key) is not None or await self.storage.list_runs(key):
+        if await self.storage.exists(key):
             return True
         return await self.checkpointer.latest(key) is not None
 

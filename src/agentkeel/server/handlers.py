@@ -8,8 +8,6 @@ middleware is all it takes to give each principal contexts of their own.
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -23,7 +21,6 @@ from agentkeel.server.runs import RunJob, ServerRuntime
 from agentkeel.server.streaming import SSEResponse
 from agentkeel.server.wire import parse_send_request
 from agentkeel.storage.base import SessionKey
-from agentkeel.storage.file import LocalFileStorage
 
 __all__ = [
     "PRINCIPAL",
@@ -172,25 +169,11 @@ async def readyz(request: Request) -> JSONResponse:
     runtime = _runtime(request)
     if runtime.draining:
         return JSONResponse({"status": "draining"}, status_code=503)
-    storage = runtime.framework.storage
-    try:
-        if isinstance(storage, LocalFileStorage):
-            _check_folder(storage.directory)
-        probe = SessionKey(definition="agentkeel-readyz", context_id="readyz")
-        await storage.load(probe)
-    except Exception as exc:
-        logger.warning("readyz | storage is not reachable: %r", exc)
+    health = await runtime.framework.storage.health()
+    if not health.ok:
+        logger.warning("readyz | storage is not reachable: %s", health.detail)
         return JSONResponse({"status": "unavailable", "storage": "unreachable"}, status_code=503)
     return JSONResponse({"status": "ok"})
-
-
-def _check_folder(folder: Path) -> None:
-    """The session folder (or the nearest existing parent) must be writable."""
-    target = folder
-    while not target.exists() and target.parent != target:
-        target = target.parent
-    if not os.access(target, os.W_OK | os.X_OK):
-        raise PermissionError(f"{target} is not writable")
 
 
 async def metrics(request: Request) -> PlainTextResponse:

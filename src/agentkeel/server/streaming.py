@@ -26,9 +26,10 @@ import anyio
 from starlette.types import Receive, Scope, Send
 
 from agentkeel.errors import StorageError
+from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject
 from agentkeel.sse import encode_comment
-from agentkeel.storage.base import RunEventStorage, SessionKey, SessionStorage
+from agentkeel.storage.base import RunEventStorage, SessionStorage
 
 __all__ = ["Frame", "RetainedStreams", "RunChannel", "SSEResponse"]
 
@@ -119,32 +120,40 @@ class RunChannel:
                 return self.frames[index].id
         return 0
 
-    def to_json(self, extra: Frame | None = None) -> list[JSONObject]:
-        """The frames as `RunEventStorage` keeps them: ``{"id": n, "data": {...}}``.
+    def to_bytes(self, extra: Frame | None = None) -> bytes:
+        """The frames as `RunEventStorage` keeps them: the SSE bytes already encoded.
 
-        Done frames also carry ``"at"``, the time the segment ended, so that retention
-        still counts from then after a restart.
+        A comment after them carries the time the last segment ended, so that retention
+        still counts from then after a restart. Nothing is encoded a second time.
         """
         frames = self.frames if extra is None else [*self.frames, extra]
-        stored: list[JSONObject] = []
-        for frame in frames:
-            item: JSONObject = {"id": frame.id, "data": frame.data}
-            if frame.done:
-                item["at"] = self.ended_at if frame is not extra else time.time()
-            stored.append(item)
-        return stored
+        ended = self.ended_at if extra is None else time.time()
+        trailer = b"" if ended is None else b": ended %r\n\n" % round(ended, 3)
+        return b"".join(frame.encoded for frame in frames) + trailer
 
     @classmethod
-    def from_json(cls, key: SessionKey, run_id: str, stored: Sequence[JSONObject]) -> RunChannel:
+    def from_bytes(cls, key: SessionKey, run_id: str, body: bytes) -> RunChannel:
         """Rebuild a finished run's channel from stored frames (malformed ones are skipped)."""
-        frames = []
+        frames: list[Frame] = []
         ended_at: float | None = None
-        for item in stored:
-            frame_id, data, at = item.get("id"), item.get("data"), item.get("at")
-            if isinstance(frame_id, int) and isinstance(data, dict):
-                frames.append(Frame.build(frame_id, data))
-                if isinstance(at, int | float):
-                    ended_at = float(at)
+        for block in body.split(b"\n\n"):
+            if block.startswith(b": ended "):
+                try:
+                    ended_at = float(block.removeprefix(b": ended "))
+                except ValueError:
+                    continue
+                continue
+            head, _, data = block.partition(b"\ndata: ")
+            if not head.startswith(b"id: "):
+                continue
+            try:
+                frame_id, decoded = int(head.removeprefix(b"id: ")), json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(decoded, dict):
+                frames.append(
+                    Frame(frame_id, decoded, block + b"\n\n", decoded.get("done") is True)
+                )
         channel = cls(key, run_id, frames)
         channel.ended_at = ended_at or channel.ended_at
         return channel
@@ -276,9 +285,9 @@ class RetainedStreams:
         """The context's latest run with its frames, if they are still retained."""
         channel = self._latest.get(key)
         if channel is None and self.persistent:
-            records = await self.storage.list_runs(key)
-            if records:
-                channel = await self._load(key, records[-1].run_id)
+            record = await self.storage.latest_run(key)
+            if record is not None:
+                channel = await self._load(key, record.run_id)
                 if channel is not None:
                     self.put(channel)
         if channel is None or self._expired(channel, time.time()):
@@ -288,15 +297,15 @@ class RetainedStreams:
     async def _load(self, key: SessionKey, run_id: str) -> RunChannel | None:
         if not isinstance(self.storage, RunEventStorage):
             return None
-        stored = await self.storage.get_events(key, run_id)
-        return None if not stored else RunChannel.from_json(key, run_id, stored)
+        stored = await self.storage.get_frames(key, run_id)
+        return None if not stored else RunChannel.from_bytes(key, run_id, stored)
 
     async def persist(self, channel: RunChannel, done: Frame) -> None:
         """Save the run's frames, `done` included, before `done` is published (best effort)."""
         if not isinstance(self.storage, RunEventStorage):
             return
         try:
-            await self.storage.put_events(channel.key, channel.run_id, channel.to_json(done))
+            await self.storage.put_frames(channel.key, channel.run_id, channel.to_bytes(done))
         except StorageError as exc:
             logger.warning(
                 "session=<%s>, run=<%s> | could not persist run events: %s",

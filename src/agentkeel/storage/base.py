@@ -5,6 +5,16 @@ and one record per run. The interface is deliberately transactional rather than
 file-shaped: `append` adds a turn's messages *and* the new state as one unit (a file
 backend does it with fsynced appends, a database with one transaction), and `rewrite`
 replaces the history atomically when a conversation manager trimmed it.
+
+Every committed turn moves the session's *version* (its turn number) on by one. A writer
+passes the version it loaded (`expected_version`) and, when it holds a lease, the lease's
+fencing token (`fence`); a backend refuses a write whose version is stale or whose fence
+is lower than one it already accepted, with `ConcurrentWriteError`, and stores nothing of
+it. That is what lets several processes share one backend (SPEC guarantees 9 and 10).
+
+Besides the interface every backend has, optional capabilities are small Protocols of
+their own (`RunEventStorage`, `TaskIndexStorage`, `SessionDocumentStorage`), checked with
+`isinstance` by the code that needs them.
 """
 
 from __future__ import annotations
@@ -13,51 +23,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from agentkeel.errors import StorageError
-from agentkeel.ids import validate_context_id, validate_definition_name
 from agentkeel.interrupts import Interrupt
+from agentkeel.keys import SessionKey
 from agentkeel.messages import SCHEMA_VERSION, JSONObject, JSONValue, Message
 from agentkeel.result import RUN_STATUSES, ErrorInfo, RunStatus, ToolCallRecord, Usage
 
 __all__ = [
     "RunEventStorage",
     "RunRecord",
+    "SessionDocumentStorage",
     "SessionKey",
     "SessionMetadata",
     "SessionSnapshot",
     "SessionStorage",
+    "StorageHealth",
+    "TaskIndexStorage",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionKey:
-    """Which session: an agent definition, a context id and (with auth on) a principal.
-
-    The same context id under two definitions or two principals is two sessions.
-    """
-
-    definition: str
-    context_id: str
-    principal: str | None = None
-
-    def __post_init__(self) -> None:
-        validate_definition_name(self.definition)
-        validate_context_id(self.context_id)
-        if self.principal is not None and not self.principal:
-            raise StorageError("a principal must be a non-empty string or None")
-
-    @property
-    def session_id(self) -> str:
-        """``"<def-name>:<contextId>"``, the seed's session id."""
-        return f"{self.definition}:{self.context_id}"
-
-    @classmethod
-    def parse(cls, session_id: str, *, principal: str | None = None) -> SessionKey:
-        """Split a ``"<def-name>:<contextId>"`` session id."""
-        definition, sep, context_id = session_id.partition(":")
-        if not sep:
-            raise StorageError(f"session id {session_id!r} must look like '<def-name>:<contextId>'")
-        return cls(definition=definition, context_id=context_id, principal=principal)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +61,16 @@ class SessionSnapshot:
     messages: list[Message]
     state: JSONObject
     metadata: SessionMetadata
+    version: int = 0
+    """The number of the last committed turn: what a writer passes as `expected_version`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StorageHealth:
+    """What `SessionStorage.health` found: whether turns can be saved, and why not."""
+
+    ok: bool
+    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +91,7 @@ class RunRecord:
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> JSONObject:
-        """Encode as the `runs/<runId>.json` document."""
+        """Encode as one stored run record (a line of a file backend's ``runs.jsonl``)."""
         return {
             "schema_version": self.schema_version,
             "run_id": self.run_id,
@@ -164,31 +155,75 @@ class RunRecord:
 class SessionStorage(Protocol):
     """Where sessions live. Every method is async; backends do blocking I/O off the loop.
 
-    Raises CorruptSessionError (naming the file or row) for stored data it cannot decode,
-    and never overwrites such data.
+    Every method that takes a key raises TypeError unless it is a `SessionKey`. Raises
+    CorruptSessionError (naming the file or row) for stored data it cannot decode, and
+    never overwrites such data.
     """
+
+    async def open(self) -> None:
+        """Get ready to serve (connect, migrate); the server calls it once at start-up."""
+        ...
+
+    async def close(self) -> None:
+        """Release what `open` took (pools, handles); the server calls it at shutdown."""
+        ...
+
+    async def health(self) -> StorageHealth:
+        """Whether turns can be saved now (what ``/readyz`` reports); never raises."""
+        ...
 
     async def load(self, key: SessionKey) -> SessionSnapshot | None:
         """The session, or None if it was never saved."""
         ...
 
+    async def version(self, key: SessionKey) -> int:
+        """The session's version (0 when it does not exist), without loading its history.
+
+        Cheap on purpose: a server asks it before every turn, to see whether another
+        process moved the conversation on since its cached Agent loaded it.
+        """
+        ...
+
+    async def exists(self, key: SessionKey) -> bool:
+        """Whether the session was saved (or has run records), without loading it."""
+        ...
+
     async def append(
-        self, key: SessionKey, messages: Sequence[Message], state: JSONObject | None
-    ) -> None:
+        self,
+        key: SessionKey,
+        messages: Sequence[Message],
+        state: JSONObject | None,
+        *,
+        expected_version: int | None = None,
+        fence: int | None = None,
+    ) -> int:
         """Append one turn's messages and, when `state` is not None, replace the state.
 
-        All of it lands or none of it does. Creates the session on first use.
+        All of it lands or none of it does. Creates the session on first use. Returns the
+        new version. With `expected_version`, refuses (ConcurrentWriteError) unless the
+        stored version is that one; with `fence`, refuses unless no higher fence was
+        accepted for this session before.
         """
         ...
 
     async def rewrite(
-        self, key: SessionKey, messages: Sequence[Message], state: JSONObject
-    ) -> None:
-        """Replace the whole history and state atomically (a conversation manager trimmed)."""
+        self,
+        key: SessionKey,
+        messages: Sequence[Message],
+        state: JSONObject | None,
+        *,
+        expected_version: int | None = None,
+        fence: int | None = None,
+    ) -> int:
+        """Replace the whole history atomically (a conversation manager trimmed).
+
+        `state` replaces the AgentState too; None keeps the stored one (SPEC guarantee
+        12: a trim never loses the state). Checks and returns versions as `append` does.
+        """
         ...
 
     async def delete(self, key: SessionKey) -> bool:
-        """Forget the session and its runs; True if there was one."""
+        """Forget the session, its runs and its retained frames; True if there was one."""
         ...
 
     async def put_run(self, key: SessionKey, record: RunRecord) -> None:
@@ -199,6 +234,10 @@ class SessionStorage(Protocol):
         """One run's record, or None."""
         ...
 
+    async def latest_run(self, key: SessionKey) -> RunRecord | None:
+        """The record written last (a context runs one turn at a time: its latest run)."""
+        ...
+
     async def list_runs(self, key: SessionKey) -> list[RunRecord]:
         """Every run record of the session, oldest first."""
         ...
@@ -206,17 +245,64 @@ class SessionStorage(Protocol):
 
 @runtime_checkable
 class RunEventStorage(Protocol):
-    """Optional capability: keep a run's stream frames so a client can reconnect later.
+    """Optional capability: keep the latest run's stream frames for a reconnect.
 
-    A backend that has it keeps them beside the run record; the server checks it with
-    `isinstance` and, without it, retains events in memory only. Each frame is the JSON
-    object the server sends as one SSE ``data:`` line, plus its ``id``.
+    The frames are the bytes the server already encoded for SSE; the storage keeps them
+    as they are, one body per session (a new run's replaces the previous run's), and is
+    deleted with the session. Without it, frames are retained in memory only.
     """
 
-    async def put_events(self, key: SessionKey, run_id: str, frames: Sequence[JSONObject]) -> None:
-        """Replace the retained frames of one run (atomically)."""
+    async def put_frames(self, key: SessionKey, run_id: str, body: bytes) -> None:
+        """Replace the session's retained frames with `run_id`'s `body`."""
         ...
 
-    async def get_events(self, key: SessionKey, run_id: str) -> list[JSONObject] | None:
-        """The retained frames of one run, or None when none are kept."""
+    async def get_frames(self, key: SessionKey, run_id: str) -> bytes | None:
+        """The retained body of `run_id`, or None when it is not the one kept."""
+        ...
+
+
+@runtime_checkable
+class TaskIndexStorage(Protocol):
+    """Optional capability: find a protocol binding's tasks by id (the A2A task index).
+
+    A task id names no context, so a binding keeps one small document per task in an
+    index scoped by (principal, definition), the `SessionKey` of which has the binding's
+    reserved definition name. A put may be lost by a power cut (not by a killed
+    process): it is an index of runs whose records are stored durably anyway, and it
+    must not put an fsync in front of a stream's first frame.
+    """
+
+    async def put_task(
+        self, index: SessionKey, task_id: str, context_id: str, document: JSONObject
+    ) -> None:
+        """Create or replace the document of `task_id` (a task of `context_id`)."""
+        ...
+
+    async def get_task(self, index: SessionKey, task_id: str) -> JSONObject | None:
+        """The document of `task_id`, or None."""
+        ...
+
+    async def list_tasks(self, index: SessionKey) -> list[tuple[str, JSONObject]]:
+        """Every (task id, document) of the index, oldest first."""
+        ...
+
+    async def delete_tasks(self, index: SessionKey, context_id: str) -> int:
+        """Forget every task of `context_id`; how many there were."""
+        ...
+
+
+@runtime_checkable
+class SessionDocumentStorage(Protocol):
+    """Optional capability: one named JSON document beside a session (a swarm's record).
+
+    Replaced whole and atomically, deleted with the session, and separate from the
+    AgentState, so that writing it never rewrites the history or the state.
+    """
+
+    async def put_document(self, key: SessionKey, name: str, document: JSONObject) -> None:
+        """Create or replace the session's document `name`."""
+        ...
+
+    async def get_document(self, key: SessionKey, name: str) -> JSONObject | None:
+        """The session's document `name`, or None."""
         ...

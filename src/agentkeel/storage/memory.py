@@ -2,7 +2,8 @@
 
 It keeps every message, state and run record as encoded JSON, exactly as a persistent
 backend would, so that callers can never mutate what is stored through an object they
-still hold, and so that anything that does not survive the codec fails here too.
+still hold, and so that anything that does not survive the codec fails here too. It has
+every optional capability, so it is also the reference for those.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentkeel.errors import StorageError
+from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message, dumps_message, loads_message
 from agentkeel.result import Usage
-from agentkeel.storage.base import RunRecord, SessionKey, SessionMetadata, SessionSnapshot
+from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot, StorageHealth
+from agentkeel.storage.guard import check_commit
 
 __all__ = ["InMemoryStorage"]
 
@@ -42,8 +45,12 @@ class _Session:
     state: str = "{}"
     exists: bool = False
     """False while only run records were put: `load` still answers None."""
+    version: int = 0
+    fence: int = 0
     runs: dict[str, str] = field(default_factory=dict)
-    events: dict[str, list[str]] = field(default_factory=dict)
+    """Run records by id, in the order they were last written."""
+    frames: tuple[str, bytes] | None = None
+    documents: dict[str, str] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
 
 
@@ -56,6 +63,7 @@ class InMemoryStorage:
 
     def __init__(self) -> None:
         self._sessions: dict[SessionKey, _Session] = {}
+        self._tasks: dict[SessionKey, dict[str, tuple[str, str]]] = {}
         self._principal_usage: dict[tuple[str | None, str], Usage] = {}
 
     def _session(self, key: SessionKey) -> _Session:
@@ -65,9 +73,19 @@ class InMemoryStorage:
             session = self._sessions[key] = _Session(created_at=now, updated_at=now)
         return session
 
+    async def open(self) -> None:
+        """Nothing to open."""
+
+    async def close(self) -> None:
+        """Nothing to release (the data stays until the object goes)."""
+
+    async def health(self) -> StorageHealth:
+        """Always able to save."""
+        return StorageHealth(ok=True)
+
     async def load(self, key: SessionKey) -> SessionSnapshot | None:
         """The session decoded from its stored JSON, or None if it was never saved."""
-        session = self._sessions.get(key)
+        session = self._sessions.get(require_key(key, "load"))
         if session is None or not session.exists:
             return None
         state = json.loads(session.state)
@@ -82,81 +100,168 @@ class InMemoryStorage:
                 updated_at=session.updated_at,
                 message_count=len(session.lines),
             ),
+            version=session.version,
         )
 
+    async def version(self, key: SessionKey) -> int:
+        """The number of the last committed turn (0 for none)."""
+        session = self._sessions.get(require_key(key, "version"))
+        return 0 if session is None else session.version
+
+    async def exists(self, key: SessionKey) -> bool:
+        """Whether the session was saved or holds anything: run records, frames, documents."""
+        session = self._sessions.get(require_key(key, "exists"))
+        if session is None:
+            return False
+        return session.exists or bool(session.runs or session.documents or session.frames)
+
+    def _commit(self, key: SessionKey, expected_version: int | None, fence: int | None) -> _Session:
+        session = self._sessions.get(key)
+        version, highest = (0, 0) if session is None else (session.version, session.fence)
+        highest = check_commit(
+            key, version=version, highest_fence=highest,
+            expected_version=expected_version, fence=fence,
+        )  # fmt: skip
+        session = self._session(key)
+        session.fence = highest
+        if not session.exists:
+            session.exists = True
+            session.created_at = time.time()
+        return session
+
     async def append(
-        self, key: SessionKey, messages: Sequence[Message], state: JSONObject | None
-    ) -> None:
-        """Append one turn; everything is encoded before anything is stored."""
+        self,
+        key: SessionKey,
+        messages: Sequence[Message],
+        state: JSONObject | None,
+        *,
+        expected_version: int | None = None,
+        fence: int | None = None,
+    ) -> int:
+        """Append one turn; everything is encoded and checked before anything is stored."""
+        require_key(key, "append")
         lines = _encode_messages(messages)
         encoded_state = None if state is None else _encode(state)
-        session = self._session(key)
-        if not session.exists:
-            session.exists = True
-            session.created_at = time.time()
-        session.lines.extend(lines)
-        if encoded_state is not None:
-            session.state = encoded_state
+        session = self._commit(key, expected_version, fence)
+        if encoded_state == session.state:
+            encoded_state = None
+        if lines or encoded_state is not None:
+            session.lines.extend(lines)
+            if encoded_state is not None:
+                session.state = encoded_state
+            session.version += 1
         session.updated_at = time.time()
+        return session.version
 
     async def rewrite(
-        self, key: SessionKey, messages: Sequence[Message], state: JSONObject
-    ) -> None:
-        """Replace the history and the state in one step."""
+        self,
+        key: SessionKey,
+        messages: Sequence[Message],
+        state: JSONObject | None,
+        *,
+        expected_version: int | None = None,
+        fence: int | None = None,
+    ) -> int:
+        """Replace the history (and the state, unless it is None) in one step."""
+        require_key(key, "rewrite")
         lines = _encode_messages(messages)
-        encoded_state = _encode(state)
-        session = self._session(key)
-        if not session.exists:
-            session.exists = True
-            session.created_at = time.time()
+        encoded_state = None if state is None else _encode(state)
+        session = self._commit(key, expected_version, fence)
         session.lines = lines
-        session.state = encoded_state
+        if encoded_state is not None:
+            session.state = encoded_state
+        session.version += 1
         session.updated_at = time.time()
+        return session.version
 
     async def delete(self, key: SessionKey) -> bool:
-        """Forget the session and its runs; True if either existed."""
-        return self._sessions.pop(key, None) is not None
+        """Forget the session, its runs, frames and documents; True if any existed."""
+        return self._sessions.pop(require_key(key, "delete"), None) is not None
 
     async def put_run(self, key: SessionKey, record: RunRecord) -> None:
-        """Store the run record as its JSON document."""
+        """Store the run record as its JSON document (it becomes the latest)."""
         document = _encode(record.to_json(), "run record")
-        self._session(key).runs[record.run_id] = document
+        runs = self._session(require_key(key, "put_run")).runs
+        runs.pop(record.run_id, None)
+        runs[record.run_id] = document
 
     async def get_run(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """Decode one stored run record, or None."""
-        session = self._sessions.get(key)
+        session = self._sessions.get(require_key(key, "get_run"))
         document = None if session is None else session.runs.get(run_id)
         return None if document is None else RunRecord.from_json(json.loads(document))
 
-    async def put_events(self, key: SessionKey, run_id: str, frames: Sequence[JSONObject]) -> None:
-        """Keep a copy of one run's stream frames (RunEventStorage); only the latest run's."""
-        encoded = [_encode(frame, "stream frame") for frame in frames]
-        self._session(key).events = {run_id: encoded}
-
-    async def get_events(self, key: SessionKey, run_id: str) -> list[JSONObject] | None:
-        """The retained frames of one run, or None (RunEventStorage)."""
-        session = self._sessions.get(key)
-        stored = None if session is None else session.events.get(run_id)
-        return None if stored is None else [json.loads(frame) for frame in stored]
+    async def latest_run(self, key: SessionKey) -> RunRecord | None:
+        """The run record written last, or None."""
+        session = self._sessions.get(require_key(key, "latest_run"))
+        if session is None or not session.runs:
+            return None
+        return RunRecord.from_json(json.loads(next(reversed(session.runs.values()))))
 
     async def list_runs(self, key: SessionKey) -> list[RunRecord]:
         """Every run record, oldest first (by start time, then id)."""
-        session = self._sessions.get(key)
+        session = self._sessions.get(require_key(key, "list_runs"))
         if session is None:
             return []
         records = [RunRecord.from_json(json.loads(doc)) for doc in session.runs.values()]
         return sorted(records, key=lambda record: (record.started_at, record.run_id))
 
+    async def put_frames(self, key: SessionKey, run_id: str, body: bytes) -> None:
+        """Keep `run_id`'s frames, replacing the previous run's (RunEventStorage)."""
+        self._session(require_key(key, "put_frames")).frames = (run_id, bytes(body))
+
+    async def get_frames(self, key: SessionKey, run_id: str) -> bytes | None:
+        """The kept frames when they are `run_id`'s (RunEventStorage)."""
+        session = self._sessions.get(require_key(key, "get_frames"))
+        kept = None if session is None else session.frames
+        return kept[1] if kept is not None and kept[0] == run_id else None
+
+    async def put_document(self, key: SessionKey, name: str, document: JSONObject) -> None:
+        """Replace the session's document `name` (SessionDocumentStorage)."""
+        encoded = _encode(document, "document")
+        self._session(require_key(key, "put_document")).documents[name] = encoded
+
+    async def get_document(self, key: SessionKey, name: str) -> JSONObject | None:
+        """The session's document `name`, or None (SessionDocumentStorage)."""
+        session = self._sessions.get(require_key(key, "get_document"))
+        encoded = None if session is None else session.documents.get(name)
+        return None if encoded is None else json.loads(encoded)
+
+    async def put_task(
+        self, index: SessionKey, task_id: str, context_id: str, document: JSONObject
+    ) -> None:
+        """Create or replace one task's document (TaskIndexStorage)."""
+        encoded = _encode(document, "task record")
+        self._tasks.setdefault(require_key(index, "put_task"), {})[task_id] = (context_id, encoded)
+
+    async def get_task(self, index: SessionKey, task_id: str) -> JSONObject | None:
+        """One task's document, or None (TaskIndexStorage)."""
+        found = self._tasks.get(require_key(index, "get_task"), {}).get(task_id)
+        return None if found is None else json.loads(found[1])
+
+    async def list_tasks(self, index: SessionKey) -> list[tuple[str, JSONObject]]:
+        """Every task of the index, in the order they were first put (TaskIndexStorage)."""
+        tasks = self._tasks.get(require_key(index, "list_tasks"), {})
+        return [(task_id, json.loads(doc)) for task_id, (_, doc) in tasks.items()]
+
+    async def delete_tasks(self, index: SessionKey, context_id: str) -> int:
+        """Forget every task of `context_id` (TaskIndexStorage)."""
+        tasks = self._tasks.get(require_key(index, "delete_tasks"), {})
+        doomed = [task_id for task_id, (context, _) in tasks.items() if context == context_id]
+        for task_id in doomed:
+            del tasks[task_id]
+        return len(doomed)
+
     async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
         """Add to the context's and the principal's daily totals (UsageStorage)."""
-        session = self._session(key)
+        session = self._session(require_key(key, "add_usage"))
         session.usage = session.usage + usage
         bucket = (key.principal, day)
         self._principal_usage[bucket] = self._principal_usage.get(bucket, Usage()) + usage
 
     async def context_usage(self, key: SessionKey) -> Usage:
         """The context's total (UsageStorage); it goes with the session on delete."""
-        session = self._sessions.get(key)
+        session = self._sessions.get(require_key(key, "context_usage"))
         return Usage() if session is None else session.usage
 
     async def principal_usage(self, principal: str | None, day: str) -> Usage:

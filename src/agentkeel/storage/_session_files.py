@@ -1,0 +1,200 @@
+"""The blocking work of LocalFileStorage on one session folder (run in worker threads).
+
+`load` reads a session; `open_tail` finds what an append needs (reading the folder only
+when the cache is missing or the history file changed behind it); `append` and
+`rewrite` check the commit (version, fence) and write it. `_history` has the format.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from agentkeel import _fs
+from agentkeel.errors import StorageError
+from agentkeel.ids import encode_path_segment
+from agentkeel.keys import SessionKey
+from agentkeel.messages import SCHEMA_VERSION, JSONObject
+from agentkeel.storage._history import (
+    EMPTY_STATE,
+    Tail,
+    read_state,
+    scan,
+    state_document,
+    turn_lines,
+)
+from agentkeel.storage.base import SessionMetadata, SessionSnapshot
+from agentkeel.storage.guard import check_commit
+
+__all__ = [
+    "FRAMES_FILE",
+    "MESSAGES_FILE",
+    "SESSION_FILE",
+    "STATE_FILE",
+    "append",
+    "check_writable",
+    "load",
+    "open_tail",
+    "principal_folder",
+    "rewrite",
+    "session_folder",
+]
+
+SESSION_FILE = "session.json"
+MESSAGES_FILE = "messages.jsonl"
+STATE_FILE = "state.json"
+FRAMES_FILE = "frames.sse"
+_log = logging.getLogger("agentkeel.storage.file")
+
+
+def session_folder(root: Path, key: SessionKey) -> Path:
+    """The folder of `key` under `root`; no principal or id can name anything outside it.
+
+    A principal's folder has its ``:`` percent-encoded too, so it can never have the name
+    of a ``<def-name>:<contextId>`` session folder next to it.
+    """
+    return principal_folder(root, key.principal) / encode_path_segment(key.session_id)
+
+
+def principal_folder(root: Path, principal: str | None) -> Path:
+    """The folder of a principal's sessions under `root` (`root` itself without one)."""
+    if principal is None:
+        return root
+    return root / encode_path_segment(principal).replace(":", "%3A")
+
+
+def load(folder: Path, key: SessionKey) -> tuple[SessionSnapshot, Tail] | None:
+    stamp = _fs.stamp(folder / MESSAGES_FILE)  # before the read: a later write shows
+    meta = _fs.read_json_object(folder / SESSION_FILE)
+    if meta is None:
+        for name in (MESSAGES_FILE, STATE_FILE):
+            if (folder / name).exists():
+                raise _fs.corrupt(folder / SESSION_FILE, f"missing, but {name} exists")
+        return None
+    created = meta.get("created_at")
+    if not isinstance(created, int | float):
+        raise _fs.corrupt(folder / SESSION_FILE, "no created_at")
+    version = meta.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise StorageError(f"{folder / SESSION_FILE}: written by a newer agentkeel")
+    state_doc = read_state(folder / STATE_FILE)
+    raw = _fs.read_bytes(folder / MESSAGES_FILE) or b""
+    found = scan(raw, folder / MESSAGES_FILE, state_doc)
+    if found.committed < len(raw):
+        dropped = len(raw) - found.committed
+        _log.warning("session=%s | dropping %d bytes of an unfinished turn", folder, dropped)
+    turn = max(found.turn, found.state_turn)
+    snapshot = SessionSnapshot(
+        messages=found.messages,
+        state=found.state,
+        metadata=SessionMetadata(
+            definition=key.definition,
+            context_id=key.context_id,
+            owner=key.principal,
+            created_at=float(created),
+            updated_at=found.updated_at or float(created),
+            message_count=len(found.messages),
+        ),
+        version=turn,
+    )
+    state = _fs.dumps_json(found.state)
+    return snapshot, Tail(len(raw), found.committed, turn, state, found.fence, stamp)
+
+
+def open_tail(folder: Path, key: SessionKey, tail: Tail | None) -> Tail:
+    """The session's tail, checked against the disk; creates the session if needed."""
+    if tail is None or _fs.stamp(folder / MESSAGES_FILE) != tail.stamp:
+        loaded = load(folder, key)  # first use, or changed behind our back
+        tail = None if loaded is None else loaded[1]
+        _fs.sweep_temp_files(folder)  # what writes killed halfway left behind
+    if tail is None:
+        _fs.ensure_dir(folder)
+        document: JSONObject = {
+            "schema_version": SCHEMA_VERSION,
+            "session_id": key.session_id,
+            "definition": key.definition,
+            "context_id": key.context_id,
+            "owner": key.principal,
+            "created_at": round(time.time(), 3),
+        }
+        _fs.atomic_write_json(folder / SESSION_FILE, document)
+        tail = Tail(file_size=0, committed=0, turn=0, state=EMPTY_STATE)
+    return tail
+
+
+def append(
+    folder: Path,
+    key: SessionKey,
+    tail: Tail | None,
+    messages: list[bytes],
+    state: bytes | None,
+    expected_version: int | None,
+    fence: int | None,
+) -> Tail:
+    tail = open_tail(folder, key, tail)
+    fence = check_commit(
+        key, version=tail.turn, highest_fence=tail.fence,
+        expected_version=expected_version, fence=fence,
+    )  # fmt: skip
+    path = folder / MESSAGES_FILE
+    if tail.committed < tail.file_size:
+        _fs.truncate(path, tail.committed)  # drop the uncommitted tail a crash left
+        tail = replace(tail, file_size=tail.committed, stamp=_fs.stamp(path))
+    if state == tail.state:
+        state = None
+    if not messages and state is None:
+        return tail
+    turn = tail.turn + 1
+    # An emptied state goes inline (state.json disappears); any other goes to
+    # state.json after the lines, and the turn counts only once it is there.
+    commit = b"" if state is None else b',"st":{}' if state == EMPTY_STATE else b',"s":1'
+    size = _fs.append_lines(path, turn_lines(messages, turn, commit, fence))
+    stamp = _fs.stamp(path)
+    if state == EMPTY_STATE:
+        _fs.remove_file(path.with_name(STATE_FILE))
+    elif state is not None:
+        _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
+    return Tail(size, size, turn, tail.state if state is None else state, fence, stamp)
+
+
+def rewrite(
+    folder: Path,
+    key: SessionKey,
+    tail: Tail | None,
+    messages: list[bytes],
+    state: bytes | None,
+    expected_version: int | None,
+    fence: int | None,
+) -> Tail:
+    tail = open_tail(folder, key, tail)
+    fence = check_commit(
+        key, version=tail.turn, highest_fence=tail.fence,
+        expected_version=expected_version, fence=fence,
+    )  # fmt: skip
+    path = folder / MESSAGES_FILE
+    changed = state is not None and state != tail.state
+    state = tail.state if state is None else state
+    turn = tail.turn + 1
+    lines = turn_lines(messages, turn, b',"st":' + state, fence)
+    data = b"".join(line + b"\n" for line in lines)
+    # This one rename commits history and state together (the state is inline);
+    # state.json is brought in line afterwards, for people reading the folder.
+    _fs.atomic_write_bytes(path, data)
+    stamp = _fs.stamp(path)
+    if state == EMPTY_STATE:
+        _fs.remove_file(path.with_name(STATE_FILE))
+    elif changed or not path.with_name(STATE_FILE).exists():
+        _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
+    return Tail(len(data), len(data), turn, state, fence, stamp)
+
+
+def check_writable(folder: Path) -> None:
+    """The folder (or the nearest existing parent) must be writable."""
+    target = folder
+    while not target.exists() and target.parent != target:
+        target = target.parent
+    if not target.is_dir() or not os.access(target, os.W_OK | os.X_OK):
+        raise PermissionError(f"{target} is not a writable folder")
