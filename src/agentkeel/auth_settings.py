@@ -22,6 +22,7 @@ from agentkeel.errors import ConfigurationError
 from agentkeel.ids import CONTEXT_ID_PATTERN
 
 __all__ = [
+    "PRINCIPAL",
     "MIN_API_KEY_LENGTH",
     "MIN_HS256_SECRET_BYTES",
     "AuthSettings",
@@ -29,6 +30,10 @@ __all__ = [
     "check_auth",
     "load_auth",
 ]
+
+PRINCIPAL = "principal"
+"""Key of the authenticated principal in the ASGI ``scope["state"]``: the authentication
+middleware sets it, every binding reads it (None or absent while authentication is off)."""
 
 MIN_API_KEY_LENGTH = 16
 MIN_HS256_SECRET_BYTES = 32

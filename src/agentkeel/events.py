@@ -1,7 +1,7 @@
 """The run events: one frozen dataclass per SPEC section 4 event type.
 
 These are what `Agent.stream` yields and what the server turns into SSE frames (only
-`server/streaming.py` encodes them). `agent` is set on the events of a swarm member.
+`runtime/channels.py` encodes them). `agent` is set on the events of a swarm member.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
-from agentkeel.server_settings import Retention, ServerSettings
+from agentkeel.server_settings import A2ASettings, Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.storage.registry import open_storage
@@ -217,6 +217,11 @@ class _Checkpointer(_Strict):
     dir: str = Field(min_length=1)
 
 
+class _A2A(_Strict):
+    grpc_port: int | None = Field(default=None, ge=0, le=65535)
+    allow_private_webhooks: bool = False
+
+
 class _Server(_Strict):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8000, ge=0, le=65535)
@@ -227,6 +232,7 @@ class _Server(_Strict):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0)
     auth: dict[str, object] | None = None
+    a2a: _A2A = Field(default=_A2A(), alias="a2a")
 
 
 def _duration(value: object) -> object:
@@ -342,8 +348,11 @@ class _Loader:
 
     def server(self, config: _Server) -> ServerSettings:
         auth = None if config.auth is None else load_auth(config.auth, self.source)
-        fields = config.model_dump(exclude={"auth", "cors"})
-        return ServerSettings(**fields, cors=tuple(config.cors), auth=auth)
+        fields = config.model_dump(exclude={"auth", "cors", "a2a"})
+        if (grpc_port := config.a2a.grpc_port) and grpc_port == config.port:
+            raise self.error("server.a2a.grpcPort", f"{grpc_port} is server.port already")
+        a2a = A2ASettings(**config.a2a.model_dump())
+        return ServerSettings(**fields, cors=tuple(config.cors), auth=auth, a2a=a2a)
 
     def storage(self, parsed: _File) -> SessionStorage:
         if parsed.storage is not None and parsed.session_dir is not None:

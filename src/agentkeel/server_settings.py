@@ -6,12 +6,23 @@ code which only reads settings does not depend on how a file is parsed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agentkeel.auth_settings import AuthSettings
 
-__all__ = ["Retention", "ServerSettings"]
+__all__ = ["A2ASettings", "Retention", "ServerSettings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class A2ASettings:
+    """The ``server.a2a`` section: the A2A binding's gRPC port and push-webhook policy."""
+
+    grpc_port: int | None = None
+    """Serve A2A over gRPC on this port of ``server.host`` (0: any free one); None: off."""
+    allow_private_webhooks: bool = False
+    """Let push notifications go to loopback and private addresses (tests, internal
+    deployments); off, such webhook URLs are refused (SSRF)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +43,8 @@ class ServerSettings:
     """How long running turns may go on after a shutdown signal before they are cancelled."""
     auth: AuthSettings | None = None
     """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
+    a2a: A2ASettings = field(default_factory=A2ASettings)
+    """The A2A binding's options beyond HTTP (SPEC 6)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

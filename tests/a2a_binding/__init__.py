@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
+import grpc.aio
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import (
@@ -45,13 +46,26 @@ async def a2a_client(
     agent: str = AGENT,
     streaming: bool = False,
     headers: Mapping[str, str] | None = None,
+    binding: str = "JSONRPC",
 ) -> AsyncIterator[tuple[Client, AgentCard]]:
-    """An SDK client for `agent`, made the way an A2A client does: from its card."""
+    """An SDK client for `agent`, made the way an A2A client does: from its card.
+
+    `binding` is the transport it picks among the card's interfaces: ``JSONRPC``,
+    ``HTTP+JSON`` or ``GRPC`` (gRPC calls carry no `headers`).
+    """
     async with httpx.AsyncClient(timeout=30, headers=dict(headers or {})) as http:
         card = await A2ACardResolver(http, base_url(url, agent)).get_agent_card()
-        config = ClientConfig(httpx_client=http, streaming=streaming)
+        config = ClientConfig(
+            httpx_client=http,
+            streaming=streaming,
+            supported_protocol_bindings=[binding],
+            grpc_channel_factory=grpc.aio.insecure_channel,
+        )
         client = ClientFactory(config).create(card)
-        yield client, card
+        try:
+            yield client, card
+        finally:
+            await client.close()
 
 
 def user_message(

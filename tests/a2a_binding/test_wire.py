@@ -41,10 +41,13 @@ async def test_the_card_describes_the_agent_and_can_be_cached(server_url: str) -
     async with a2a_client(server_url) as (_, card):
         assert card.name == "scripted"
         assert card.description == "A scripted test agent"
-        assert card.capabilities.streaming and not card.capabilities.push_notifications
-        [interface] = card.supported_interfaces
-        assert interface.url == base_url(server_url)
-        assert (interface.protocol_binding, interface.protocol_version) == ("JSONRPC", "1.0")
+        assert card.capabilities.streaming and card.capabilities.push_notifications
+        assert card.capabilities.extended_agent_card
+        jsonrpc, rest = card.supported_interfaces  # no gRPC port configured
+        assert jsonrpc.url == base_url(server_url)
+        assert (jsonrpc.protocol_binding, jsonrpc.protocol_version) == ("JSONRPC", "1.0")
+        assert rest.url == base_url(server_url) + "/v1"
+        assert (rest.protocol_binding, rest.protocol_version) == ("HTTP+JSON", "1.0")
         assert [skill.id for skill in card.skills] == ["delete_file", "lookup", "pause"]
         assert card.skills[0].description.startswith("Pretend to delete a file")
 

@@ -1,13 +1,13 @@
 """The A2A executor: A2A turns run on the server's shared runtime, like native ones.
 
-Nothing here runs an Agent itself. A turn is a `SendRequest` submitted to the
-`ServerRuntime` the native wire uses, so it gets the same context cache (one Agent per
+Nothing here runs an Agent itself. A turn is a `SendRequest` submitted through the
+runtime's `RunFacade`, as the native wire does, so it gets the same context cache (one Agent per
 (principal, definition, contextId), LRU), the same sessions and checkpoints, the same
 concurrency rule (wait in line, or ``reject``) and the same retained run channel; an A2A
 stream is one more reader of that channel. That is why a conversation moves freely
 between the two wires: they are two views of the same contexts and runs.
 
-The current `A2ATurn` is entered just around `ServerRuntime.submit`, which creates the
+The current `A2ATurn` is entered just around `RunFacade.submit`, which creates the
 run's task; the task copies the context, so the run (and only it) sees the turn.
 """
 
@@ -38,10 +38,11 @@ from agentkeel.errors import (
 )
 from agentkeel.ids import validate_context_id
 from agentkeel.messages import JSONObject, JSONValue
-from agentkeel.server.errors import IdempotencyKeyReusedError
-from agentkeel.server.runs import RunJob, ServerRuntime
-from agentkeel.server.streaming import RunChannel
-from agentkeel.server.wire import SendRequest
+from agentkeel.runtime.coordination import RunStream
+from agentkeel.runtime.errors import IdempotencyKeyReusedError
+from agentkeel.runtime.facade import RunFacade
+from agentkeel.runtime.runs import RunJob
+from agentkeel.runtime.wire import SendRequest
 from agentkeel.storage.base import RunRecord, SessionKey
 
 __all__ = ["A2AExecutor", "a2a_error", "translated"]
@@ -49,7 +50,6 @@ __all__ = ["A2AExecutor", "a2a_error", "translated"]
 logger = logging.getLogger(__name__)
 
 _CANCEL_WAIT_SECONDS = 30.0
-_POLL_SECONDS = 0.25
 
 
 def a2a_error(exc: AgentkeelError) -> A2AError:
@@ -83,11 +83,11 @@ class A2AExecutor:
     """Starts, follows and cancels the runs of one agent definition on the shared runtime.
 
     Args:
-        runtime: The server's runtime (``app.state.runtime``).
+        runtime: The runtime's facade (``app.state.runtime``).
         definition: The agent definition served.
     """
 
-    def __init__(self, runtime: ServerRuntime, definition: str) -> None:
+    def __init__(self, runtime: RunFacade, definition: str) -> None:
         self.runtime = runtime
         self.definition = definition
 
@@ -139,69 +139,39 @@ class A2AExecutor:
     async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """The stored record of a run (None while its first segment runs)."""
         try:
-            return await self.runtime.framework.storage.get_run(key, run_id)
+            return await self.runtime.run_record(key, run_id)
         except AgentkeelError as exc:
             raise a2a_error(exc) from None
 
-    async def live(self, key: SessionKey, run_id: str) -> RunChannel | None:
-        """The run's channel while a segment of it runs, else None."""
-        channel = await self.runtime.streams.latest(key)
-        if channel is not None and channel.active and channel.run_id == run_id:
-            return channel
-        return None
+    async def live(self, key: SessionKey, run_id: str) -> RunStream | None:
+        """The run's stream while a segment of it runs, else None."""
+        return await self.runtime.live(key, run_id)
 
-    async def frames(self, channel: RunChannel, after: int) -> AsyncIterator[list[JSONObject]]:
+    async def frames(self, stream: RunStream, after: int) -> AsyncIterator[list[JSONObject]]:
         """The frame data after id `after`, in batches as they arrive, up to a done frame.
 
-        `RunChannel.follow` paces the reading (it wakes when frames arrive); the frames
-        are taken from the channel as data, so nothing is decoded twice.
+        The frames are taken from the stream as data, so nothing is decoded twice.
         """
-        frames = channel.frames
-        index = next((i for i, frame in enumerate(frames) if frame.id > after), len(frames))
-        heartbeat = self.runtime.framework.server.heartbeat_seconds
-        async with aclosing(channel.follow(after, heartbeat)) as chunks:
-            async for _ in chunks:
-                batch: list[JSONObject] = []
-                while index < len(frames):
-                    frame = frames[index]
-                    index += 1
-                    batch.append(frame.data)
-                    if frame.done:
-                        yield batch
-                        return
+        async with aclosing(self.runtime.follow(stream, after)) as batches:
+            async for batch in batches:
                 if batch:
-                    yield batch
+                    yield [frame.data for frame in batch]
 
-    async def next_segment(self, key: SessionKey, run_id: str) -> tuple[RunChannel, int] | None:
-        """Wait until a suspended run resumes: its channel and the id its new frames follow.
+    async def next_segment(self, key: SessionKey, run_id: str) -> tuple[RunStream, int] | None:
+        """Wait until a suspended run resumes: its stream and the id its new frames follow.
 
-        Nothing announces a resumption, so this looks every `_POLL_SECONDS`; a run that
-        ended without a new segment here (say, its context was deleted) returns None.
+        The runtime wakes this when the run's next segment starts (no polling); a run
+        that ended without a new segment (say, its context was deleted) gives None.
         """
-        channel = await self.runtime.streams.latest(key)
-        base = channel.last_id if channel is not None and channel.run_id == run_id else 0
-        polls = 0
-        while True:
-            await anyio.sleep(_POLL_SECONDS)
-            polls += 1
-            channel = await self.runtime.streams.latest(key)
-            if channel is not None and channel.run_id == run_id and channel.last_id > base:
-                return channel, base
-            if polls % 8 == 0 or (channel is not None and channel.run_id != run_id):
-                run = await self.run_record(key, run_id)
-                if run is None or run.status != "suspended":
-                    return None
-
-    async def cancel_running(self, key: SessionKey, channel: RunChannel) -> None:
-        """Cancel the run of `channel` (it ends ``cancelled``, saved) and wait for its end."""
-        after = channel.last_id
-        entry = await self.runtime.cache.acquire(key)
         try:
-            # no await since the check: the context's one running turn is this run
-            if channel.active:
-                entry.agent.cancel()
-        finally:
-            self.runtime.cache.release(entry)
+            return await self.runtime.resumed(key, run_id)
+        except AgentkeelError as exc:
+            raise a2a_error(exc) from None
+
+    async def cancel_running(self, key: SessionKey, stream: RunStream) -> None:
+        """Cancel the run of `stream` (it ends ``cancelled``, saved) and wait for its end."""
+        after = stream.last_id
+        await self.runtime.cancel(key, stream.run_id)
         with anyio.move_on_after(_CANCEL_WAIT_SECONDS):
-            async for _ in self.frames(channel, after):
+            async for _ in self.frames(stream, after):
                 pass

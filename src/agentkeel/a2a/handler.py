@@ -76,8 +76,8 @@ from agentkeel.a2a.turn import A2ATurn, TaskRecord
 from agentkeel.errors import InvalidRequestError
 from agentkeel.ids import new_context_id
 from agentkeel.messages import JSONObject
-from agentkeel.server.runs import RunJob
-from agentkeel.server.wire import SendRequest, interrupt_json, parse_send_request
+from agentkeel.runtime.runs import RunJob
+from agentkeel.runtime.wire import SendRequest, interrupt_json, parse_send_request
 from agentkeel.storage.base import SessionKey
 
 __all__ = ["PRINCIPAL_STATE", "AgentRequestHandler"]

@@ -43,8 +43,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from agentkeel.a2a.turn import TaskRecord
 from agentkeel.messages import JSONObject, JSONValue
-from agentkeel.server.streaming import Frame
-from agentkeel.server.wire import interrupt_json
+from agentkeel.runtime.channels import Frame
+from agentkeel.runtime.wire import interrupt_json
 from agentkeel.storage.base import RunRecord
 
 __all__ = [

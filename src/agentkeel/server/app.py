@@ -44,13 +44,13 @@ from agentkeel.framework import (
 )
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.multiagent import Swarm
+from agentkeel.runtime.runs import ServerRuntime
+from agentkeel.runtime.toolsets import open_toolsets
 from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.memory import memory_routes
-from agentkeel.server.runs import ServerRuntime
-from agentkeel.server.toolsets import open_toolsets
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -154,14 +154,22 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     if framework.retention.runs is not None or framework.retention.idle_sessions is not None:
         logger.warning("retention.runs and retention.idleSessions are not enforced yet")
 
+    from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
+
+    authenticator = (
+        None if settings.auth is None else Authenticator(settings.auth, source=framework.source)
+    )
+    binding = A2ABinding(runtime, authenticator)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
         storage = runtime.framework.storage
         await storage.open()  # connect and migrate before the first request
         try:
-            # MCP servers open before the first turn and close after the last one drained
-            async with open_toolsets(framework), runtime.running():
+            # MCP servers open before the first turn and close after the last one drained;
+            # the A2A binding (gRPC, push delivery) stops after the turns drained too
+            async with binding.running(), open_toolsets(framework), runtime.running():
                 yield
         finally:
             await storage.close()
@@ -182,14 +190,11 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
             )
         )
     middleware.append(Middleware(ErrorMiddleware))
-    if settings.auth is not None:
-        authenticator = Authenticator(settings.auth, source=framework.source)
+    if authenticator is not None:
         middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
     middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
-    from agentkeel.a2a import a2a_routes  # the A2A binding (SPEC 6), on the same runtime
-
     app = Starlette(
-        routes=[*(routes or []), *a2a_routes(runtime), *_routes(settings)],
+        routes=[*(routes or []), *binding.routes, *_routes(settings)],
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},

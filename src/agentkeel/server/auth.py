@@ -30,10 +30,9 @@ import httpx
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agentkeel.auth_settings import AuthSettings, JWTSettings, check_auth
+from agentkeel.auth_settings import PRINCIPAL, AuthSettings, JWTSettings, check_auth
 from agentkeel.ids import encode_path_segment
 from agentkeel.server.errors import HTTPError, error_response, send_json
-from agentkeel.server.handlers import PRINCIPAL
 
 if TYPE_CHECKING:
     from jwt import PyJWK

@@ -30,7 +30,8 @@ from agentkeel.errors import (
     SharedAgentError,
     StorageError,
 )
-from agentkeel.server.wire import error_body
+from agentkeel.runtime.errors import IdempotencyKeyReusedError, ShuttingDownError
+from agentkeel.runtime.wire import error_body
 
 __all__ = [
     "AgentNotFoundError",
@@ -91,20 +92,6 @@ class InvalidJSONError(HTTPError):
     status = 400
 
 
-class ShuttingDownError(HTTPError):
-    """The server is draining for a shutdown and takes no new turns."""
-
-    code = "shutting_down"
-    status = 503
-
-
-class IdempotencyKeyReusedError(HTTPError):
-    """An Idempotency-Key came back with a different request body."""
-
-    code = "idempotency_key_reused"
-    status = 422
-
-
 _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (BudgetExceededError, 429),
     (InvalidRequestError, 400),
@@ -115,6 +102,8 @@ _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (InterruptPendingError, 409),
     (InterruptError, 409),
     (RunInProgressError, 409),
+    (ShuttingDownError, 503),
+    (IdempotencyKeyReusedError, 422),
 )
 _HIDDEN = (StorageError, ConfigurationError)
 """Errors whose messages may hold paths or file contents: logged, not shown."""

@@ -12,14 +12,15 @@ import logging
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from agentkeel.auth_settings import PRINCIPAL
 from agentkeel.errors import ContextNotFoundError, InvalidRequestError
 from agentkeel.ids import new_context_id, validate_context_id
 from agentkeel.messages import JSONValue
+from agentkeel.runtime.runs import RunJob, ServerRuntime
+from agentkeel.runtime.wire import parse_send_request
 from agentkeel.server.errors import AgentNotFoundError, RunNotFoundError
 from agentkeel.server.limits import JSON_BODY
-from agentkeel.server.runs import RunJob, ServerRuntime
-from agentkeel.server.streaming import SSEResponse
-from agentkeel.server.wire import parse_send_request
+from agentkeel.server.sse_response import SSEResponse
 from agentkeel.storage.base import SessionKey
 
 __all__ = [
@@ -36,8 +37,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PRINCIPAL = "principal"
-"""Key of the authenticated principal in ``scope["state"]`` (set by auth middleware)."""
 _MISSING = object()
 
 
@@ -121,9 +120,9 @@ async def reconnect(request: Request) -> SSEResponse:
     header = request.headers.get("last-event-id")
     if header is not None and not header.strip().isdigit():
         raise InvalidRequestError("Last-Event-ID must be a frame id (a non-negative integer)")
-    channel = await runtime.streams.latest(key)
+    channel = await runtime.latest(key)
     if channel is None:
-        if await runtime.cache.exists(key):
+        if await runtime.exists(key):
             raise RunNotFoundError(
                 "no run events are retained for this context (none ran, or they expired)"
             )

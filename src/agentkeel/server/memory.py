@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agentkeel.auth_settings import PRINCIPAL
 from agentkeel.memory.errors import (
     EmbeddingError,
     EmbeddingMismatchError,
@@ -21,9 +22,8 @@ from agentkeel.memory.errors import (
 from agentkeel.memory.memory import AgentMemory
 from agentkeel.memory.records import DEFAULT_NAMESPACE, MemoryItem
 from agentkeel.messages import JSONObject
+from agentkeel.runtime.runs import ServerRuntime
 from agentkeel.server.errors import AgentNotFoundError, HTTPError
-from agentkeel.server.handlers import PRINCIPAL
-from agentkeel.server.runs import ServerRuntime
 
 __all__ = ["memory_routes"]
 

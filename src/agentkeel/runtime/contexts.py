@@ -8,10 +8,10 @@ storage. Because everything is saved before a turn's result is returned, evictin
 idle Agent loses nothing: the next request rebuilds it from storage, pending interrupts
 included. A context with a turn running or queued is never evicted.
 
-Turns on one context run one at a time, in arrival order: each takes a ticket when it
-arrives (synchronously, so the order is the order of the requests) and waits until its
-ticket is at the head of the line. With the ``reject`` policy a turn that would have to
-wait is refused with RunInProgressError (``409 context_busy``).
+Turns on one context run one at a time, in arrival order: the coordination's
+`RunLease` keeps the line (`agentkeel.runtime.lease` in this process). The cache only
+counts the turns of this process running or waiting on an entry, which keeps the entry
+from being evicted or deleted under them.
 
 A factory must build a new Agent (or Swarm) for every context: the cache remembers every
 instance it handed out (weakly) and refuses one that comes back for another context with
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import anyio
@@ -37,18 +37,11 @@ from agentkeel.hooks.events import BeforeRunEvent
 from agentkeel.serving import Served, ServedFactory, attach_session, forget_context
 from agentkeel.storage.base import SessionKey, SessionStorage
 
-__all__ = ["ContextCache", "ContextEntry", "TurnTicket"]
+__all__ = ["ContextCache", "ContextEntry"]
 
 logger = logging.getLogger(__name__)
 
 ConcurrencyPolicy = Literal["queue", "reject"]
-
-
-@dataclass(eq=False, slots=True)
-class TurnTicket:
-    """A turn's place in its context's line."""
-
-    ready: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass(eq=False, slots=True)
@@ -59,37 +52,15 @@ class ContextEntry:
     agent: Served
     leases: int = 0
     """Requests holding the entry between lookup and queueing (blocks eviction)."""
-    line: deque[TurnTicket] = field(default_factory=deque)
-    """Turns running (the head) or waiting, in arrival order."""
+    turns: int = 0
+    """Turns of this process running or waiting on the context."""
     on_run_started: Callable[[str], Awaitable[None]] | None = None
     """Told the run id when the current turn's run starts (set by the runner)."""
 
     @property
-    def turns(self) -> int:
-        """Turns running or queued on this context."""
-        return len(self.line)
-
-    @property
     def idle(self) -> bool:
         """Nothing holds the entry: it may be evicted."""
-        return self.leases == 0 and not self.line
-
-    def enqueue(self) -> TurnTicket:
-        """Join the line (synchronously, so the line keeps the order of arrival)."""
-        ticket = TurnTicket()
-        if not self.line:
-            ticket.ready.set()
-        self.line.append(ticket)
-        return ticket
-
-    def leave(self, ticket: TurnTicket) -> None:
-        """Leave the line (the turn ended, or gave up waiting); wake the next turn."""
-        try:
-            self.line.remove(ticket)
-        except ValueError:
-            return
-        if self.line:
-            self.line[0].ready.set()
+        return self.leases == 0 and not self.turns
 
     async def notify_run_started(self, event: BeforeRunEvent) -> None:
         """Hook callback: hand the run id of the turn that just started to the runner."""
@@ -105,7 +76,8 @@ class ContextCache:
         storage: Where sessions live.
         checkpointer: Where suspended runs wait.
         max_contexts: How many idle Agents to keep; busy ones may briefly exceed it.
-        policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses).
+        policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses);
+            the lease applies it, the cache only remembers it.
         on_evict: Called once per eviction (metrics).
         swarms: The definitions declared as swarms (a factory's Swarm is recognised
             by what it returned, or by the swarm record it stored).
@@ -184,17 +156,13 @@ class ContextCache:
         entry.leases -= 1
         self._evict()
 
-    def join(self, entry: ContextEntry) -> TurnTicket:
-        """Queue a turn on `entry`; RunInProgressError when the policy is ``reject`` and busy."""
-        if self.policy == "reject" and entry.turns:
-            raise RunInProgressError(
-                f"context {entry.key.context_id} is running a turn; try again when it ends"
-            )
-        return entry.enqueue()
+    def join(self, entry: ContextEntry) -> None:
+        """Count a turn on `entry` (running or waiting for the context's lease)."""
+        entry.turns += 1
 
-    def leave(self, entry: ContextEntry, ticket: TurnTicket) -> None:
-        """A turn ended: free its place in line and evict if the cache is over its size."""
-        entry.leave(ticket)
+    def leave(self, entry: ContextEntry) -> None:
+        """A turn ended: stop counting it and evict if the cache is over its size."""
+        entry.turns -= 1
         self._evict()
 
     def discard(self, key: SessionKey) -> None:

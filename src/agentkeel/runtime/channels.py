@@ -18,20 +18,20 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
 import anyio
-from starlette.types import Receive, Scope, Send
 
 from agentkeel.errors import StorageError
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject
+from agentkeel.runtime.coordination import RunStream
 from agentkeel.sse import encode_comment
 from agentkeel.storage.base import RunEventStorage, SessionStorage
 
-__all__ = ["Frame", "RetainedStreams", "RunChannel", "SSEResponse"]
+__all__ = ["Frame", "RetainedStreams", "RunChannel"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +40,6 @@ _HEARTBEAT = encode_comment("keep-alive")
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _dumps = _ENCODER.encode  # one encoder, not one per frame as json.dumps(**options) builds
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +153,12 @@ class RunChannel:
         channel.ended_at = ended_at or channel.ended_at
         return channel
 
-    async def follow(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]:
-        """SSE bytes of the frames after id `after`, live, up to the next done frame.
+    async def batches(self, after: int, heartbeat: float) -> AsyncGenerator[Sequence[Frame], None]:
+        """The frames after id `after`, live, up to the next done frame.
 
-        Frames that arrived together leave together, as one chunk: a burst of tokens
-        costs one write instead of one per frame.
+        Frames that arrived together leave together, as one batch (a burst of tokens
+        costs one write instead of one per frame); an empty batch means nothing came
+        for `heartbeat` seconds.
         """
         frames = self.frames
         index = next((i for i, frame in enumerate(frames) if frame.id > after), len(frames))
@@ -172,7 +168,7 @@ class RunChannel:
                 while end < len(frames) and not done:
                     done = frames[end].done
                     end += 1
-                yield b"".join(frame.encoded for frame in frames[index:end])
+                yield frames[index:end]
                 if done:
                     return
                 index = end
@@ -184,46 +180,19 @@ class RunChannel:
             with anyio.move_on_after(heartbeat) as scope:
                 await changed.wait()
             if scope.cancelled_caught:
-                yield _HEARTBEAT
+                yield ()
 
-
-class SSEResponse:
-    """A pure ASGI ``text/event-stream`` response that stops when the client goes away.
-
-    Stopping only ends this response: the run it reads from goes on in the server's
-    task group and keeps its frames for a reconnect.
-    """
-
-    def __init__(
-        self, chunks: AsyncGenerator[bytes, None], headers: Sequence[tuple[bytes, bytes]] = ()
-    ):
-        self.chunks = chunks
-        self.headers = [*_SSE_HEADERS, *headers]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Send the headers, then every chunk, until the end or the client's disconnect."""
-        await send({"type": "http.response.start", "status": 200, "headers": self.headers})
-        async with anyio.create_task_group() as group:
-
-            async def watch_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                group.cancel_scope.cancel()
-
-            group.start_soon(watch_disconnect)
-            try:
-                async with aclosing(self.chunks) as chunks:
-                    async for chunk in chunks:
-                        body = {"type": "http.response.body", "body": chunk, "more_body": True}
-                        await send(body)
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except OSError:
-                pass  # the client went away between two frames
-            group.cancel_scope.cancel()
+    async def follow(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]:
+        """`batches` as SSE bytes; a keep-alive comment for each `heartbeat` of silence."""
+        async with aclosing(self.batches(after, heartbeat)) as batches:
+            async for batch in batches:
+                yield b"".join(frame.encoded for frame in batch) if batch else _HEARTBEAT
 
 
 class RetainedStreams:
-    """The latest run channel of each context: in memory for `retention`, else from storage.
+    """`StreamFanout` in this process: each context's latest run, kept for `retention`.
+
+    Past memory, the frames come back from storage (when it keeps them).
 
     Args:
         storage: Read for frames a previous process persisted (when it is a
@@ -240,14 +209,20 @@ class RetainedStreams:
         self.retention = retention
         self.capacity = capacity
         self._latest: OrderedDict[SessionKey, RunChannel] = OrderedDict()
+        self._listeners: list[Callable[[RunStream], None]] = []
+        """Called with a channel each time a segment of its run starts (new or resumed),
+        before its first frame: how push delivery follows tasks unpolled."""
+        self._segments: dict[tuple[SessionKey, str], anyio.Event] = {}
+        """Who waits for a run's next segment (a resumption), by context and run."""
 
     @property
     def persistent(self) -> bool:
         """Whether frames survive a restart (the storage can keep them)."""
         return isinstance(self.storage, RunEventStorage)
 
-    def put(self, channel: RunChannel) -> None:
-        """Make `channel` its context's latest run."""
+    def put(self, stream: RunStream) -> None:
+        """Make `stream` its context's latest run; tell `on_segment` and wake its waiters."""
+        channel = _own(stream)
         self._latest[channel.key] = channel
         self._latest.move_to_end(channel.key)
         while len(self._latest) > self.capacity:
@@ -255,10 +230,37 @@ class RetainedStreams:
             if self._latest[oldest].active:
                 break
             del self._latest[oldest]
+        if channel.active:  # a run's segment starts, not a channel read back from storage
+            for listener in list(self._listeners):
+                listener(channel)
+            self._wake(channel.key, channel.run_id)
+
+    def on_segment(self, listener: Callable[[RunStream], None]) -> Callable[[], None]:
+        """Call `listener` as each segment of a run starts here; returns what stops it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     def drop(self, key: SessionKey) -> None:
-        """Forget the context's retained run (the context was deleted)."""
-        self._latest.pop(key, None)
+        """Forget the context's retained run (the context was deleted); wake its waiters."""
+        dropped = self._latest.pop(key, None)
+        if dropped is not None:
+            self._wake(key, dropped.run_id)
+
+    async def next_segment(self, key: SessionKey, run_id: str, timeout: float) -> bool:
+        """Wait up to `timeout` s for a segment of `run_id` to start (or its context to go)."""
+        event = self._segments.get((key, run_id))
+        if event is None:
+            event = self._segments[(key, run_id)] = anyio.Event()
+        with anyio.move_on_after(timeout):
+            await event.wait()
+        if self._segments.get((key, run_id)) is event and not event.is_set():
+            del self._segments[(key, run_id)]
+        return event.is_set()
+
+    def _wake(self, key: SessionKey, run_id: str) -> None:
+        event = self._segments.pop((key, run_id), None)
+        if event is not None:
+            event.set()
 
     def _expired(self, channel: RunChannel, now: float) -> bool:
         if channel.active or self.retention is None or channel.ended_at is None:
@@ -300,10 +302,11 @@ class RetainedStreams:
         stored = await self.storage.get_frames(key, run_id)
         return None if not stored else RunChannel.from_bytes(key, run_id, stored)
 
-    async def persist(self, channel: RunChannel, done: Frame) -> None:
+    async def persist(self, stream: RunStream, done: Frame) -> None:
         """Save the run's frames, `done` included, before `done` is published (best effort)."""
         if not isinstance(self.storage, RunEventStorage):
             return
+        channel = _own(stream)
         try:
             await self.storage.put_frames(channel.key, channel.run_id, channel.to_bytes(done))
         except StorageError as exc:
@@ -313,3 +316,10 @@ class RetainedStreams:
                 channel.run_id,
                 exc.message,
             )
+
+
+def _own(stream: RunStream) -> RunChannel:
+    """`stream` as this fanout made it (a fanout only takes back its own streams)."""
+    if not isinstance(stream, RunChannel):
+        raise TypeError(f"not a stream of RetainedStreams: {stream!r}")
+    return stream

@@ -11,9 +11,10 @@ for it, or attaches to its stream). A key that comes back with another body is r
 A claim is scoped by (principal, definition, contextId as sent, key) and kept for the
 retention of run events, at most `IDEMPOTENCY_CAPACITY` at once (oldest forgotten
 first). A turn that never started gives its claim back (`release`), so a retry after,
-say, ``409 context_busy`` runs anew. The store is in-process; a shared one across
-replicas needs the same atomic claim (a Redis ``SET NX``, a PostgreSQL insert on a
-unique key).
+say, ``409 context_busy`` runs anew. `IdempotencyClaims` is the in-process
+`IdempotencyStore`; a shared one across replicas needs the same atomic claim (a Redis
+``SET NX``, a PostgreSQL insert on a unique key) and passes the same conformance suite
+(`agentkeel.testing.coordination`).
 """
 
 from __future__ import annotations
@@ -24,23 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from agentkeel.server.errors import IdempotencyKeyReusedError
+from agentkeel.runtime.coordination import IdempotencyScope
+from agentkeel.runtime.errors import IdempotencyKeyReusedError
+from agentkeel.storage.base import SessionKey
 
 __all__ = ["IDEMPOTENCY_CAPACITY", "IdempotencyClaims", "IdempotencyScope"]
 
 IDEMPOTENCY_CAPACITY = 10_000
 """Most idempotency keys remembered at once (oldest forgotten first)."""
-
-
-@dataclass(frozen=True, slots=True)
-class IdempotencyScope:
-    """Where a key is unique: one principal's requests to one definition and context."""
-
-    principal: str | None
-    definition: str
-    context_id: str | None
-    """The contextId as the request sent it (None: the request asked for a new one)."""
-    key: str
 
 
 _Job = TypeVar("_Job")
@@ -51,10 +43,11 @@ class _Claim(Generic[_Job]):
     job: _Job
     fingerprint: str
     expires: float
+    context: SessionKey
 
 
 class IdempotencyClaims(Generic[_Job]):
-    """Claimed keys and the job each one started, in this process.
+    """`IdempotencyStore` in this process: claimed keys and the job each one started.
 
     Args:
         ttl: Seconds a claim is kept.
@@ -77,8 +70,13 @@ class IdempotencyClaims(Generic[_Job]):
     def __len__(self) -> int:
         return len(self._claims)
 
-    def claim(
-        self, scope: IdempotencyScope, fingerprint: str, new_job: Callable[[], _Job]
+    async def claim(
+        self,
+        scope: IdempotencyScope,
+        fingerprint: str,
+        new_job: Callable[[], _Job],
+        *,
+        context: SessionKey,
     ) -> tuple[_Job, bool]:
         """The job of `scope` and whether this call created it (with `new_job`).
 
@@ -97,25 +95,29 @@ class IdempotencyClaims(Generic[_Job]):
                 )
             return found.job, False
         job = new_job()
-        self._claims[scope] = _Claim(job=job, fingerprint=fingerprint, expires=now + self.ttl)
+        self._claims[scope] = _Claim(
+            job=job, fingerprint=fingerprint, expires=now + self.ttl, context=context
+        )
         self._claims.move_to_end(scope)
         while len(self._claims) > self.capacity:
             self._claims.popitem(last=False)
         return job, True
 
-    def release(self, scope: IdempotencyScope, job: _Job) -> None:
+    async def release(self, scope: IdempotencyScope, job: _Job) -> None:
         """Give back the claim of `scope` if `job` still holds it (its turn never started)."""
         found = self._claims.get(scope)
-        if found is not None and found.job is job:
+        if found is not None and found.job == job:
             del self._claims[scope]
 
-    def forget(self, matches: Callable[[_Job], bool]) -> None:
-        """Drop every claim whose job `matches` (a deleted context's)."""
-        for scope in [s for s, c in self._claims.items() if matches(c.job)]:
+    async def forget_context(self, context: SessionKey) -> None:
+        """Drop every claim made for a run of `context` (it was deleted)."""
+        for scope in [s for s, c in self._claims.items() if c.context == context]:
             del self._claims[scope]
 
-    def sweep(self) -> None:
-        """Drop the expired claims."""
+    def sweep(self) -> int:
+        """Drop the expired claims; returns how many went."""
         now = self.clock()
-        for scope in [s for s, c in self._claims.items() if c.expires < now]:
+        expired = [s for s, c in self._claims.items() if c.expires < now]
+        for scope in expired:
             del self._claims[scope]
+        return len(expired)

@@ -1,0 +1,286 @@
+"""Coordination: what the processes serving one set of contexts must agree on.
+
+One process can keep all of it in memory; several replicas need a shared backend
+(Redis, PostgreSQL). Each part is one small Protocol, so a backend swaps in part by
+part, and each has a conformance suite in `agentkeel.testing` that every backend runs:
+
+- `RunLease`: one turn at a time per context, in arrival order, with a fencing token
+  that only grows (a write carrying an older token is from a holder that lost the
+  lease), expiry for a holder that stopped renewing, and the cancel control message,
+  delivered to whichever process holds the context.
+- `StreamFanout`: a run's numbered frames, published once and followed by any number
+  of readers from any frame id; and which run is a context's latest.
+- `IdempotencyStore`: one claim per Idempotency-Key, atomically, so a retry (even one
+  arriving at the same instant) finds the run the first request started.
+
+`in_process_coordination` builds the implementations that keep everything in this
+process: the server's default, and the reference the conformance suites were written
+against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+from agentkeel.errors import AgentkeelError
+from agentkeel.messages import JSONObject
+from agentkeel.storage.base import SessionKey, SessionStorage
+
+if TYPE_CHECKING:
+    from agentkeel.runtime.channels import Frame
+
+__all__ = [
+    "Coordination",
+    "IdempotencyScope",
+    "IdempotencyStore",
+    "LeaseGrant",
+    "LeaseLostError",
+    "RunLease",
+    "RunStream",
+    "StreamFanout",
+    "in_process_coordination",
+]
+
+T = TypeVar("T")
+CancelHandler = Callable[[str], bool]
+"""Told a run id to cancel; returns whether it was running that run."""
+
+
+class LeaseLostError(AgentkeelError):
+    """The lease was taken over (it expired unrenewed): its holder must stop writing."""
+
+    code = "lease_lost"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrant:
+    """A held context: `fence` grows with every grant of the same context."""
+
+    key: SessionKey
+    fence: int
+    ttl: float | None
+    """Seconds the grant lasts unrenewed (None: until released)."""
+
+
+class RunLease(Protocol):
+    """Who may run a turn on a context now; the others wait in line, or are refused."""
+
+    async def acquire(
+        self,
+        key: SessionKey,
+        *,
+        wait: bool = True,
+        ttl: float | None = None,
+        on_cancel: CancelHandler | None = None,
+    ) -> LeaseGrant:
+        """Hold `key`'s context, waiting behind earlier callers (in arrival order).
+
+        Args:
+            key: The context.
+            wait: False refuses at once, with RunInProgressError, when the context is
+                held or has callers waiting.
+            ttl: Seconds before an unrenewed grant expires (None: it never does).
+            on_cancel: Told the run id of each `cancel` of this context while held.
+        """
+        ...
+
+    async def renew(self, grant: LeaseGrant) -> LeaseGrant:
+        """Extend the grant by its ttl; LeaseLostError when it is no longer held."""
+        ...
+
+    async def release(self, grant: LeaseGrant) -> bool:
+        """Let the next caller in; False (and nothing released) for a grant no longer held."""
+        ...
+
+    async def check(self, grant: LeaseGrant) -> None:
+        """Raise LeaseLostError unless `grant` still holds its context (before a write)."""
+        ...
+
+    async def cancel(self, key: SessionKey, run_id: str) -> bool:
+        """Ask the holder of `key` to cancel `run_id`; whether a holder was running it."""
+        ...
+
+
+class RunStream(Protocol):
+    """The frames of one run: all its segments, numbered from 1, fanned out to readers."""
+
+    @property
+    def key(self) -> SessionKey:
+        """The context of the run."""
+        ...
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        ...
+
+    @property
+    def active(self) -> bool:
+        """A segment is in progress (frames may still come)."""
+        ...
+
+    @property
+    def last_id(self) -> int:
+        """The id of the last frame (0 before the first)."""
+        ...
+
+    @property
+    def frames(self) -> Sequence[Frame]:
+        """Every frame retained so far, in order."""
+        ...
+
+    def begin(self) -> int:
+        """Start a segment; returns the id after which its frames start."""
+        ...
+
+    def next_frame(self, data: JSONObject) -> Frame:
+        """The frame `data` becomes when it is published next (not published yet)."""
+        ...
+
+    def publish(self, data: JSONObject) -> Frame:
+        """Number, encode and publish one frame."""
+        ...
+
+    def append(self, frame: Frame) -> None:
+        """Publish a frame built with `next_frame`; a done frame ends the segment."""
+        ...
+
+    def latest_segment_start(self) -> int:
+        """The id after which the latest segment starts."""
+        ...
+
+    def batches(self, after: int, heartbeat: float) -> AsyncGenerator[Sequence[Frame], None]:
+        """The frames after id `after`, in batches as they arrive, up to the next done frame.
+
+        An empty batch means nothing arrived for `heartbeat` seconds.
+        """
+        ...
+
+    def follow(self, after: int, heartbeat: float) -> AsyncGenerator[bytes, None]:
+        """`batches` as SSE bytes, a keep-alive comment for an empty batch."""
+        ...
+
+
+class StreamFanout(Protocol):
+    """The runs' frames: published once, followed by any number of readers."""
+
+    async def run(self, key: SessionKey, run_id: str, *, resumed: bool) -> RunStream:
+        """The stream of a starting run: new, or a resumed run's, to continue its ids."""
+        ...
+
+    def put(self, stream: RunStream) -> None:
+        """Make `stream` its context's latest run (its segment starts: wake the waiters)."""
+        ...
+
+    async def latest(self, key: SessionKey) -> RunStream | None:
+        """The context's latest run with its frames, if they are still retained."""
+        ...
+
+    def on_segment(self, listener: Callable[[RunStream], None]) -> Callable[[], None]:
+        """Call `listener` as each segment of a run starts here; returns what stops it."""
+        ...
+
+    async def next_segment(self, key: SessionKey, run_id: str, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a segment of `run_id` to start; whether one did."""
+        ...
+
+    async def persist(self, stream: RunStream, done: Frame) -> None:
+        """Save the run's frames, `done` included, before `done` is published."""
+        ...
+
+    def drop(self, key: SessionKey) -> None:
+        """Forget the context's retained run (the context was deleted)."""
+        ...
+
+    def sweep(self) -> int:
+        """Forget what outlived its retention; returns how many runs went."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyScope:
+    """What an Idempotency-Key is unique within: the caller, the agent, the contextId sent."""
+
+    principal: str | None
+    definition: str
+    context_id: str | None
+    """As the client sent it (None: the server chose a new one)."""
+    key: str
+
+
+class IdempotencyStore(Protocol, Generic[T]):
+    """Idempotency-Keys claimed for runs: one claim per key, whoever asks first."""
+
+    async def claim(
+        self,
+        scope: IdempotencyScope,
+        fingerprint: str,
+        new_run: Callable[[], T],
+        *,
+        context: SessionKey,
+    ) -> tuple[T, bool]:
+        """Claim `scope` atomically: the earlier claim's run, or one made by `new_run`.
+
+        Returns ``(new run, True)`` for the first claim, else ``(earlier run, False)``;
+        `context` is the context the run belongs to (`forget_context`).
+
+        Raises:
+            IdempotencyKeyReusedError: The key was claimed for a different request
+                (another `fingerprint`).
+        """
+        ...
+
+    async def release(self, scope: IdempotencyScope, run: T) -> None:
+        """Withdraw `run`'s claim (it never started: a retry may start it anew)."""
+        ...
+
+    async def forget_context(self, context: SessionKey) -> None:
+        """Drop the claims made for runs of `context` (it was deleted)."""
+        ...
+
+    def sweep(self) -> int:
+        """Drop the claims older than their retention; returns how many went."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Coordination(Generic[T]):
+    """The three parts one set of servers shares, each swappable on its own."""
+
+    lease: RunLease
+    fanout: StreamFanout
+    idempotency: IdempotencyStore[T]
+    lease_ttl: float | None = None
+    """Seconds a turn's lease lasts unrenewed; the runtime renews it every third of that
+    while the turn runs. None (in one process, where a holder cannot vanish alone): no
+    expiry. A shared backend sets it, so a crashed replica's contexts free themselves."""
+
+
+def in_process_coordination(
+    storage: SessionStorage,
+    *,
+    retention: float | None,
+    idempotency_ttl: float | None = None,
+    lease_ttl: float | None = None,
+) -> Coordination[T]:
+    """Coordination kept in this process (one server, or replicas sharing one process).
+
+    Args:
+        storage: Where finished runs' frames persist (when it can keep them).
+        retention: Seconds a finished run's frames and idempotency keys stay.
+        idempotency_ttl: Seconds a claim lasts (default `retention`, else one day).
+        lease_ttl: Seconds a turn's lease lasts unrenewed (default: no expiry).
+    """
+    from agentkeel.runtime.channels import RetainedStreams
+    from agentkeel.runtime.idempotency import IdempotencyClaims
+    from agentkeel.runtime.lease import InProcessRunLease
+
+    ttl = idempotency_ttl or retention or 86_400.0
+    return Coordination(
+        lease=InProcessRunLease(),
+        fanout=RetainedStreams(storage, retention),
+        idempotency=IdempotencyClaims(ttl),
+        lease_ttl=lease_ttl,
+    )

@@ -1,0 +1,295 @@
+"""How one submitted turn runs: the context's lease, the Agent call, its frames, its end.
+
+`TurnRunner.execute` is the task of one turn, started in the server's task group by
+`ServerRuntime.submit`: it waits for the context's lease (the line keeps the order of
+arrival), renews it while the turn runs when the coordination gives leases a ttl,
+answers the cancel control message for its run, calls the Agent, publishes every event
+as a frame, and publishes the ``done`` frame only after the Agent saved the turn and
+the frames were persisted. It never raises into the task group.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import anyio
+from anyio.abc import TaskGroup
+
+from agentkeel.errors import AgentkeelError, InterruptNotFoundError, InterruptPendingError
+from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
+from agentkeel.interrupts import CancelRun, Decision, decision_from_json
+from agentkeel.messages import JSONObject
+from agentkeel.multiagent import SwarmResult
+from agentkeel.result import AgentResult
+from agentkeel.runtime.contexts import ContextCache, ContextEntry
+from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, StreamFanout
+from agentkeel.runtime.errors import ShuttingDownError
+from agentkeel.runtime.metrics import ServerMetrics
+from agentkeel.runtime.wire import (
+    SendRequest,
+    done_frame,
+    event_frame,
+    failed_done_frame,
+    send_result,
+)
+from agentkeel.storage.base import SessionKey
+from agentkeel.usage import ModelPrice
+
+__all__ = ["RunJob", "TurnRunner"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False, slots=True)
+class RunJob:
+    """One submitted turn: how it started, where its frames go, and how it ended."""
+
+    key: SessionKey
+    fingerprint: str
+    started: anyio.Event = field(default_factory=anyio.Event)
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    error: Exception | None = None
+    """Why the turn never started (set before `started` is)."""
+    channel: RunStream | None = None
+    start_after: int = 0
+    """The id after which this turn's frames start in the run's channel."""
+    result: JSONObject | None = None
+    """The SendResult, once `finished`."""
+    binding: object = None
+    """What the binding whose request started the turn keeps with it (the A2A task
+    record), for the requests that joined it with the same idempotency key."""
+    bound: anyio.Event = field(default_factory=anyio.Event)
+    """Set once `binding` is (or will never be) set."""
+    began_at: float = field(default_factory=time.monotonic)
+    first_token: bool = False
+    buffered: list[RunEvent] = field(default_factory=list)
+    grant: LeaseGrant | None = None
+    """The context's lease while the turn holds it (its fence guards the turn's writes)."""
+
+
+class TurnRunner:
+    """Runs the submitted turns; counts them, so that a shutdown can wait for them.
+
+    Args:
+        coordination: Where the context's lease comes from.
+        cache: The context cache (a turn that broke is dropped from it).
+        streams: Where the run's frames go.
+        metrics: What the turns count and time.
+        price: The price of an entry's model, for the cost in its SendResult.
+    """
+
+    def __init__(
+        self,
+        coordination: Coordination[RunJob],
+        cache: ContextCache,
+        streams: StreamFanout,
+        metrics: ServerMetrics,
+        *,
+        price: Callable[[ContextEntry], ModelPrice | None] = lambda entry: None,
+    ) -> None:
+        self.coordination = coordination
+        self.price = price
+        self.cache = cache
+        self.streams = streams
+        self.metrics = metrics
+        self.draining = False
+        """Set by the shutdown: a turn whose lease comes now is abandoned."""
+        self.group: TaskGroup | None = None
+        """The server's task group (the lease renewals run there)."""
+        self.running = 0
+        """Turns running now (past their wait for the lease)."""
+        self.idle = anyio.Event()
+        """Set while no turn runs."""
+        self.idle.set()
+
+    async def _keep_renewed(
+        self, job: RunJob, entry: ContextEntry, scope: anyio.CancelScope
+    ) -> None:
+        """Renew the turn's lease while it runs; a turn that lost it is cancelled."""
+        with scope:
+            while job.grant is not None and job.grant.ttl is not None:
+                await anyio.sleep(job.grant.ttl / 3)
+                try:
+                    job.grant = await self.coordination.lease.renew(job.grant)
+                except Exception as exc:
+                    logger.warning(
+                        "session=<%s> | the turn lost its lease, cancelling it: %r",
+                        job.key.session_id,
+                        exc,
+                    )
+                    entry.agent.cancel()
+                    return
+
+    def cancel_requested(self, job: RunJob, entry: ContextEntry, run_id: str) -> bool:
+        """The cancel control message reached this process, which holds the context."""
+        channel = job.channel
+        if channel is None or channel.run_id != run_id or not channel.active:
+            return False
+        entry.agent.cancel()
+        return True
+
+    # -- running a turn -----------------------------------------------------------------
+
+    async def execute(self, job: RunJob, entry: ContextEntry, request: SendRequest) -> None:
+        """The task of one turn; it never raises into the task group."""
+        lease = self.coordination.lease
+        try:
+            if job.grant is None:  # first thing: the line keeps the order of arrival
+                job.grant = await lease.acquire(
+                    job.key,
+                    ttl=self.coordination.lease_ttl,
+                    on_cancel=partial(self.cancel_requested, job, entry),
+                )
+            if self.draining:
+                raise ShuttingDownError("the server is shutting down and takes no new turns")
+            renewal = anyio.CancelScope()
+            if job.grant.ttl is not None and self.group is not None:
+                self.group.start_soon(self._keep_renewed, job, entry, renewal)
+            self.running += 1
+            if self.running == 1:
+                self.idle = anyio.Event()
+            self.metrics.active_runs.inc()
+            try:
+                await self._run(job, entry, request)
+            finally:
+                renewal.cancel()
+                self.running -= 1
+                self.metrics.active_runs.dec()
+                if not self.running:
+                    self.idle.set()
+        except Exception as exc:
+            if job.started.is_set():
+                logger.exception("session=<%s> | a turn failed", job.key.session_id)
+            else:
+                job.error = exc
+        finally:
+            entry.on_run_started = None
+            if job.grant is not None:
+                with anyio.CancelScope(shield=True):
+                    await lease.release(job.grant)
+            self.cache.leave(entry)
+            if not job.started.is_set():
+                job.error = job.error or ShuttingDownError("the turn was abandoned")
+                job.started.set()
+            channel = job.channel
+            if channel is not None and channel.active:  # cancelled before its end
+                data = failed_done_frame(
+                    job.key.context_id,
+                    channel.run_id,
+                    "cancelled",
+                    "the run was cancelled",
+                    status="cancelled",
+                )
+                channel.append(channel.next_frame(data))
+                job.result = job.result or _without_done(data)
+            job.finished.set()
+
+    def _action(
+        self, entry: ContextEntry, request: SendRequest
+    ) -> Callable[..., Awaitable[AgentResult | SwarmResult]]:
+        """What to call on the Agent; refuses what cannot start, before anything runs."""
+        agent = entry.agent
+        pending = agent.pending_interrupts
+        if request.resume is None:
+            if pending:
+                raise InterruptPendingError(
+                    f"the conversation waits for a decision on interrupt {pending[0].id}; "
+                    "resume it (or cancel it) first",
+                    interrupt_id=pending[0].id,
+                )
+            return partial(agent.invoke_async, request.prompt())
+        resume = request.resume
+        match = next((item for item in pending if item.id == resume.interrupt_id), None)
+        if match is None:
+            raise InterruptNotFoundError(f"no pending interrupt has the id {resume.interrupt_id!r}")
+        decision: Decision = (
+            CancelRun() if resume.cancel else decision_from_json(match.kind, resume.decision)
+        )
+        return partial(agent.resume_async, resume.interrupt_id, decision)
+
+    async def _run(self, job: RunJob, entry: ContextEntry, request: SendRequest) -> None:
+        action = self._action(entry, request)
+        definition = job.key.definition
+
+        async def started(run_id: str) -> None:
+            channel = await self.streams.run(job.key, run_id, resumed=request.resume is not None)
+            job.start_after = channel.begin()
+            job.channel = channel
+            self.streams.put(channel)
+            for event in job.buffered:
+                self._publish(job, event)
+            job.buffered.clear()
+            job.began_at = time.monotonic()
+            job.started.set()
+
+        def on_event(event: RunEvent) -> None:
+            if job.channel is None:
+                job.buffered.append(event)
+            else:
+                self._publish(job, event)
+
+        entry.on_run_started = started
+        try:
+            result = await action(on_event=on_event)
+        except AgentkeelError as exc:
+            if not job.started.is_set():
+                raise
+            await self._fail(job, entry, exc.code, "the turn could not be saved")
+            return
+        except Exception:
+            if not job.started.is_set():
+                raise
+            logger.exception("session=<%s> | a turn failed unexpectedly", job.key.session_id)
+            await self._fail(job, entry, "internal_error", "internal server error")
+            return
+        if not isinstance(result, AgentResult | SwarmResult) or job.channel is None:
+            raise RuntimeError("internal error: a run ended without a result or a start")
+        price = self.price(entry)
+        await self._finish(job, job.channel, done_frame(job.key.context_id, result, price=price))
+        job.result = send_result(job.key.context_id, result, price=price)
+        self.metrics.runs.inc(definition, result.status)
+        self.metrics.turn_seconds.observe(time.monotonic() - job.began_at, definition)
+
+    def _publish(self, job: RunJob, event: RunEvent) -> None:
+        channel = job.channel
+        if channel is None:
+            return
+        channel.publish(event_frame(job.key.context_id, channel.run_id, event))
+        if isinstance(event, TokenEvent) and not job.first_token:
+            job.first_token = True
+            elapsed = time.monotonic() - job.began_at
+            self.metrics.first_token_seconds.observe(elapsed, job.key.definition)
+        elif isinstance(event, ToolResultEvent):
+            self.metrics.tool_calls.inc(job.key.definition, event.name, event.status)
+
+    async def _finish(self, job: RunJob, channel: RunStream, data: JSONObject) -> None:
+        done = channel.next_frame(data)
+        await self.streams.persist(channel, done)
+        channel.append(done)
+
+    async def _fail(self, job: RunJob, entry: ContextEntry, code: str, message: str) -> None:
+        """A started turn broke outside the Agent's own handling: end its stream cleanly.
+
+        The Agent's memory may now differ from storage, so it is dropped from the cache
+        and rebuilt from storage by the next request.
+        """
+        self.cache.discard(job.key)
+        channel = job.channel
+        if channel is None:
+            return
+        channel.publish(
+            event_frame(job.key.context_id, channel.run_id, ErrorEvent(code=code, message=message))
+        )
+        data = failed_done_frame(job.key.context_id, channel.run_id, code, message)
+        await self._finish(job, channel, data)
+        job.result = _without_done(data)
+        self.metrics.runs.inc(job.key.definition, "failed")
+
+
+def _without_done(frame: JSONObject) -> JSONObject:
+    """The SendResult fields of a done frame."""
+    return {key: value for key, value in frame.items() if key != "done"}
