@@ -1,4 +1,4 @@
-"""What it costs LocalFileStorage to save a turn, restore a session and keep it on disk.
+"""What it costs LocalFileStorage (and PostgreSQL) to save a turn, restore a session, store it.
 
 Prints figures beside baselines measured in the same run; never asserts. Targets:
 
@@ -8,7 +8,9 @@ Prints figures beside baselines measured in the same run; never asserts. Targets
 
 Run with ``.venv/bin/python bench/persist.py [--rounds N] [--dir PATH]``. Each append
 ends in an fsync, which dominates the save cost: pass ``--dir`` to measure the disk the
-server will use (the default is the system temp folder).
+server will use (the default is the system temp folder). ``--postgres URL`` (default:
+the local server's ``test`` database, when one listens) adds PostgresStorage's rows,
+beside the file backend's from the same run; ``--postgres ''`` leaves them out.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import functools
 import json
 import os
+import socket
 import statistics
 import tempfile
 import time
@@ -97,7 +100,7 @@ def timed(func: Callable[[], object], repeat: int) -> float:
     return median_ms(samples)
 
 
-async def bench(root: Path, rounds: int) -> None:
+async def bench(root: Path, rounds: int, postgres: str) -> None:
     storage = LocalFileStorage(root)
     keys = {size: SessionKey(definition="bench", context_id=f"ctx-{size}") for size in SIZES}
     histories: dict[int, list[Message]] = {}
@@ -170,6 +173,11 @@ async def bench(root: Path, rounds: int) -> None:
     )
     files = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
     print(f"files per session (any length): {len(files)} {files}")
+    if postgres:
+        from _postgres import bench_postgres
+
+        file_ms = {size: median_ms(saves[size]) for size in SIZES}
+        await bench_postgres(postgres, rounds, make_history, make_turn, state_for, file_ms)
 
 
 def ok(passed: bool) -> str:
@@ -180,10 +188,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=200, help="turns saved per size")
     parser.add_argument("--dir", type=Path, default=None, help="where to write (a temp dir)")
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL ('' for none)")
     args = parser.parse_args()
+    postgres = args.postgres
+    if postgres is None:
+        postgres = LOCAL_POSTGRES if _listening(5432) else ""
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         print(f"LocalFileStorage in {tmp} (pid {os.getpid()})")
-        anyio.run(bench, Path(tmp), args.rounds)
+        anyio.run(bench, Path(tmp), args.rounds, postgres)
+
+
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ warm-up turns and, unlike wall-clock time, does not depend on how busy the load
 generator keeps the machine. Without /proc (not Linux) CPU is reported as n/a.
 
 Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH]``. Prints numbers and
-the agentkeel/floor CPU ratio (target: within 2x); never asserts.
+the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL); never asserts.
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ import httpx
 from agentkeel.sse import aiter_sse, encode_frame
 
 MEMORY = "ak-memory"
-SCENARIOS = ("floor", "agentkeel", MEMORY)
+POSTGRES = "ak-postgres"
+SCENARIOS = ("floor", "agentkeel", MEMORY, POSTGRES)
+POSTGRES_ENV = "AGENTKEEL_BENCH_POSTGRES"
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 TOKENS = 50
 TOKEN_TEXT = "tok "
 WARMUP_TURNS = 30
@@ -82,11 +85,12 @@ def floor_app() -> object:
     return Starlette(routes=[Route("/agents/bench/stream", stream, methods=["POST"])])
 
 
-def agentkeel_app(folder: Path, *, memory: bool) -> object:
+def agentkeel_app(folder: Path, *, memory: bool, postgres: str = "") -> object:
     """agentkeel serving one ScriptedModel agent, with sessions saved to `folder`."""
     from agentkeel import Agent, ScriptedModel
     from agentkeel.framework import AgentDefinition, Catalog, Framework
     from agentkeel.server import create_app
+    from agentkeel.storage.base import SessionStorage
     from agentkeel.storage.file import LocalFileStorage
     from agentkeel.storage.memory import InMemoryStorage
 
@@ -98,7 +102,11 @@ def agentkeel_app(folder: Path, *, memory: bool) -> object:
     definition = AgentDefinition(
         name="bench", factory=factory, catalog=Catalog(description="bench")
     )
-    storage = InMemoryStorage() if memory else LocalFileStorage(folder)
+    storage: SessionStorage = InMemoryStorage() if memory else LocalFileStorage(folder)
+    if postgres:
+        from agentkeel.storage.postgres import from_url
+
+        storage = from_url(postgres, None)
     framework = Framework(definitions={"bench": definition}, storage=storage)
     return create_app(framework)
 
@@ -109,7 +117,12 @@ def serve(kind: str, folder: Path) -> None:
 
     import uvicorn
 
-    app = floor_app() if kind == "floor" else agentkeel_app(folder, memory=kind == MEMORY)
+    postgres = os.environ.get(POSTGRES_ENV, "") if kind == POSTGRES else ""
+    app = (
+        floor_app()
+        if kind == "floor"
+        else agentkeel_app(folder, memory=kind == MEMORY, postgres=postgres)
+    )
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         host="127.0.0.1",
@@ -146,6 +159,7 @@ class Figures:
     seconds: float
     latencies: list[float]
     cpu_seconds: float | None
+    db_cpu_seconds: float | None = None
 
     @property
     def per_second(self) -> float:
@@ -159,6 +173,10 @@ class Figures:
     def cpu_ms_per_turn(self) -> float | None:
         return None if self.cpu_seconds is None else self.cpu_seconds / self.turns * 1000
 
+    @property
+    def db_cpu_ms_per_turn(self) -> float | None:
+        return None if self.db_cpu_seconds is None else self.db_cpu_seconds / self.turns * 1000
+
 
 def process_cpu(pid: int) -> float | None:
     """utime + stime of `pid` (all its threads) in seconds, from /proc; None elsewhere."""
@@ -167,6 +185,25 @@ def process_cpu(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu() -> float | None:
+    """utime + stime of every ``postgres`` process (the postmaster's tree), from /proc."""
+    total = 0.0
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name, _, rest = raw.partition("(")[2].rpartition(")")
+        if name == "postgres":
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 async def one_turn(client: httpx.AsyncClient, context_id: str) -> float:
@@ -196,15 +233,17 @@ async def load(url: str, concurrency: int, turns: int, pid: int, scenario: str) 
             for _ in range(per_worker):
                 latencies.append(await one_turn(client, context_id))
 
-        cpu_before = process_cpu(pid)
+        cpu_before, db_before = process_cpu(pid), postgres_cpu()
         start = time.perf_counter()
         async with anyio.create_task_group() as group:
             for number in range(concurrency):
                 group.start_soon(worker, number)
         seconds = time.perf_counter() - start
-        cpu_after = process_cpu(pid)
+        cpu_after, db_after = process_cpu(pid), postgres_cpu()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    return Figures(scenario, concurrency, len(latencies), seconds, latencies, cpu)
+    db = None if db_before is None or db_after is None else db_after - db_before
+    db = db if scenario == POSTGRES else None
+    return Figures(scenario, concurrency, len(latencies), seconds, latencies, cpu, db)
 
 
 def start_server(kind: str, folder: Path) -> tuple[subprocess.Popen[str], str]:
@@ -234,21 +273,24 @@ def measure(kind: str, folder: Path, concurrency: int, turns: int) -> Figures:
 def report(rows: list[Figures]) -> None:
     print(
         f"{'scenario':<10} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'CPU ms/turn':>12}"
+        f"{'p99 ms':>8} {'CPU ms/turn':>12} {'postgres CPU':>12}"
     )
     for row in rows:
-        cpu = row.cpu_ms_per_turn
+        cpu, db = row.cpu_ms_per_turn, row.db_cpu_ms_per_turn
         shown = "n/a" if cpu is None else f"{cpu:.2f}"
+        db_shown = "" if db is None else f"{db:.2f}"
         print(
-            f"{row.scenario:<10} {row.concurrency:>4} {row.turns:>6} {row.per_second:>9.1f} "
-            f"{row.percentile(0.5):>8.2f} {row.percentile(0.99):>8.2f} {shown:>12}"
+            f"{row.scenario:<11} {row.concurrency:>4} {row.turns:>6} {row.per_second:>9.1f} "
+            f"{row.percentile(0.5):>8.2f} {row.percentile(0.99):>8.2f} {shown:>12} {db_shown:>12}"
         )
     print()
     by_key = {(row.scenario, row.concurrency): row for row in rows}
     for concurrency in sorted({row.concurrency for row in rows}):
         floor = by_key[("floor", concurrency)]
         for scenario in SCENARIOS[1:]:
-            ours = by_key[(scenario, concurrency)]
+            ours = by_key.get((scenario, concurrency))
+            if ours is None:
+                continue
             if ours.cpu_ms_per_turn is None or not floor.cpu_ms_per_turn:
                 print(f"concurrency {concurrency}: CPU ratio n/a (no /proc)")
                 continue
@@ -264,19 +306,48 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=320, help="measured turns per scenario")
     parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL ('' for none)")
     parser.add_argument("--serve", choices=SCENARIOS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.dir)
         return
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        rows = [
-            measure(kind, Path(tmp), concurrency, args.turns)
-            for concurrency in (1, 32)
-            for kind in SCENARIOS
-        ]
+    postgres = LOCAL_POSTGRES if args.postgres is None and _listening(5432) else args.postgres
+    kinds = [kind for kind in SCENARIOS if kind != POSTGRES or postgres]
+    schema = f"bench_serve_{os.getpid()}"
+    if postgres:
+        joiner = "&" if "?" in postgres else "?"
+        os.environ[POSTGRES_ENV] = f"{postgres}{joiner}schema={schema}"
+    try:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            rows = [
+                measure(kind, Path(tmp), concurrency, args.turns)
+                for concurrency in (1, 32)
+                for kind in kinds
+            ]
+    finally:
+        if postgres:
+            _drop_schema(postgres, schema)
     print(f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {os.cpu_count()} CPUs")
     report(rows)
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from agentkeel.errors import (
     SharedAgentError,
     StateValueError,
     StorageError,
+    StorageUnavailableError,
 )
 from agentkeel.events import (
     ErrorEvent,
@@ -130,6 +131,7 @@ __all__ = [
     "StatusEvent",
     "StepEvent",
     "StorageError",
+    "StorageUnavailableError",
     "StreamItem",
     "Swarm",
     "SwarmResult",

@@ -10,6 +10,7 @@ Subcommands:
 
 - ``demo``: talk to the offline demo agent in the terminal (no API key needed).
 - ``chat``: talk to an agent on a running server (``agentkeel chat URL``).
+- ``migrate``: bring a framework's database schema up to date, then exit.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(subcommands)
     _add_demo(subcommands)
     _add_chat(subcommands)
+    _add_migrate(subcommands)
     return parser
 
 
@@ -194,6 +196,24 @@ def _run_serve(args: argparse.Namespace) -> int:
     from agentkeel.server.serve import run_serve
 
     return run_serve(args)
+
+
+def _add_migrate(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    migrate = subcommands.add_parser(
+        "migrate",
+        help="migrate the storage of a framework.json, then exit",
+        description="Apply the schema migrations the storage of framework.json lacks "
+        "(PostgreSQL), alone, without serving; the server also runs them at start.",
+    )
+    migrate.add_argument("framework", help="the framework.json whose storage to migrate")
+    migrate.set_defaults(handler=_run_migrate)
+
+
+def _run_migrate(args: argparse.Namespace) -> int:
+    from agentkeel.storage.migrate import migrate_framework
+
+    print(f"agentkeel: {anyio.run(migrate_framework, args.framework)}")
+    return 0
 
 
 def _add_chat(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

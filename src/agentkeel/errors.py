@@ -28,6 +28,7 @@ The hierarchy::
     ├── ContextRefusedError             context_forbidden
     ├── SharedAgentError                agent_shared
     └── StorageError                    storage_error
+        ├── StorageUnavailableError     storage_unavailable
         ├── ConcurrentWriteError        concurrent_write
         └── CorruptSessionError         corrupt_session
 
@@ -70,6 +71,7 @@ __all__ = [
     "SharedAgentError",
     "StateValueError",
     "StorageError",
+    "StorageUnavailableError",
 ]
 
 
@@ -273,6 +275,16 @@ class StorageError(AgentkeelError):
     """A storage backend failed to read or write."""
 
     code = "storage_error"
+
+
+class StorageUnavailableError(StorageError):
+    """The storage cannot be reached now (a database down or cut off); try again later.
+
+    Nothing of the failed operation was stored. The server answers ``503`` and recovers
+    by itself when the storage is back.
+    """
+
+    code = "storage_unavailable"
 
 
 class ConcurrentWriteError(StorageError):

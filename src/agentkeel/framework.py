@@ -42,7 +42,6 @@ from pydantic.alias_generators import to_camel
 from agentkeel.agent import Agent
 from agentkeel.auth_settings import load_auth
 from agentkeel.checkpoint.base import Checkpointer
-from agentkeel.checkpoint.file import FileCheckpointer
 from agentkeel.checkpoint.memory import InMemoryCheckpointer
 from agentkeel.definitions import (
     CATALOG_CONTEXT_ID,
@@ -65,8 +64,8 @@ from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
 from agentkeel.server_settings import A2ASettings, Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
+from agentkeel.storage.configured import configured_stores
 from agentkeel.storage.memory import InMemoryStorage
-from agentkeel.storage.registry import open_storage
 from agentkeel.tools.decorator import Tool
 from agentkeel.tools.toolset import Toolset
 from agentkeel.usage import BudgetsConfig, PriceConfig, UsagePolicy
@@ -255,7 +254,7 @@ class _File(_Strict):
     agents: dict[str, _AgentConfig] = Field(min_length=1)
     session_dir: str | None = Field(default=None, min_length=1)
     checkpointer: _Checkpointer | None = None
-    storage: str | None = None
+    storage: str | _EnvSecret | None = None
     max_contexts: int = Field(default=1000, ge=1)
     server: _Server = _Server()
     retention: _Retention = _Retention()
@@ -265,6 +264,10 @@ class _File(_Strict):
 
 
 # -- loading ------------------------------------------------------------------------------
+
+
+def _url(storage: str | _EnvSecret | None) -> str | None:
+    return os.environ.get(storage.env) if isinstance(storage, _EnvSecret) else storage
 
 
 class _Loader:
@@ -294,10 +297,11 @@ class _Loader:
             if isinstance(config, _SwarmAgent):
                 definitions[name] = self.swarm_definition(name, config, definitions)
         self.check_names(parsed)
+        storage, checkpointer = self.stores(parsed)
         return Framework(
             definitions=definitions,
-            storage=self.storage(parsed),
-            checkpointer=self.checkpointer(parsed),
+            storage=storage,
+            checkpointer=checkpointer,
             max_contexts=parsed.max_contexts,
             server=self.server(parsed.server),
             retention=Retention(**parsed.retention.model_dump()),
@@ -305,7 +309,7 @@ class _Loader:
             memory=None
             if parsed.memory is None
             else load_memory(
-                parsed.memory, self.base, parsed.session_dir or parsed.storage, self.source
+                parsed.memory, self.base, parsed.session_dir or _url(parsed.storage), self.source
             ),
             source=self.source,
         )
@@ -354,21 +358,16 @@ class _Loader:
         a2a = A2ASettings(**config.a2a.model_dump())
         return ServerSettings(**fields, cors=tuple(config.cors), auth=auth, a2a=a2a)
 
-    def storage(self, parsed: _File) -> SessionStorage:
-        if parsed.storage is not None and parsed.session_dir is not None:
-            raise self.error("storage", "set either storage or sessionDir, not both")
-        url = parsed.storage or "memory:"
-        if parsed.session_dir is not None:
-            url = f"file:{parsed.session_dir}"
-        try:
-            return open_storage(url, base=self.base)
-        except ConfigurationError as exc:
-            raise self.error("storage", exc.message) from None
-
-    def checkpointer(self, parsed: _File) -> Checkpointer:
-        if parsed.checkpointer is None:
-            return InMemoryCheckpointer()
-        return FileCheckpointer(self.resolve(parsed.checkpointer.dir))
+    def stores(self, parsed: _File) -> tuple[SessionStorage, Checkpointer]:
+        return configured_stores(
+            storage=parsed.storage,
+            session_dir=parsed.session_dir,
+            checkpoint_dir=None
+            if parsed.checkpointer is None
+            else self.resolve(parsed.checkpointer.dir),
+            base=self.base,
+            refuse=self.error,
+        )
 
     def definition(self, name: str, config: _DeclaredAgent | _FactoryAgent) -> AgentDefinition:
         if not DEFINITION_NAME_PATTERN.fullmatch(name):

@@ -73,7 +73,22 @@ def error_for(tmp_path: Path, document: object, *, raw: str | None = None) -> st
         ),
         ({"agents": {"a": {"factory": "e2e:TESTS_DIR"}}}, "agents.a.factory", "not callable"),
         ({"agents": {"a": DEMO}, "retention": {"events": "soon"}}, "retention.events", "duration"),
-        ({"agents": {"a": DEMO}, "storage": "postgresql://db/x"}, "storage", "not available"),
+        ({"agents": {"a": DEMO}, "storage": "mongodb://db/x"}, "storage", "unknown storage"),
+        (
+            {"agents": {"a": DEMO}, "storage": "postgresql://db/x", "checkpointer": {"dir": "c"}},
+            "checkpointer.dir",
+            "keeps the checkpoints itself",
+        ),
+        (
+            {"agents": {"a": DEMO}, "storage": {"env": "AGENTKEEL_UNSET_XYZ"}},
+            "storage.env",
+            "not set",
+        ),
+        (
+            {"agents": {"a": DEMO}, "storage": "postgresql://db/x", "sessionDir": "s"},
+            "storage",
+            "either",
+        ),
         ({"agents": {"a": DEMO}, "storage": "memory:", "sessionDir": "s"}, "storage", "either"),
         (
             {"agents": {"a": DEMO}, "server": {"auth": {"apiKeys": {}}}},

@@ -3,7 +3,8 @@
 Each turn calls two tools concurrently (one sleeps a little, one writes AgentState)
 and every third turn needs an approval that the worker grants at once, so a kill can
 land between a tool call and its result, during a save, or during a suspension.
-Usage: python crash_worker.py DATA_DIR
+Usage: python crash_worker.py DATA_DIR [STORAGE_URL]; with a ``postgresql://`` URL the
+session and its checkpoints live in that database instead of DATA_DIR.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from agentkeel import (
 )
 
 DATA = Path(sys.argv[1])
+URL = sys.argv[2] if len(sys.argv) > 2 else None
 
 
 @tool
@@ -65,15 +67,26 @@ def script() -> list[ScriptedTurn | str]:
     return turns
 
 
-async def main() -> None:
-    agent = Agent(
-        ScriptedModel(script(), repeat=True),
-        tools=[slow, bump, guarded],
-        session_manager=SessionManager(
+def session_manager() -> SessionManager:
+    if URL is None:
+        return SessionManager(
             "crash:ctx-crash",
             LocalFileStorage(DATA / "sessions"),
             checkpointer=FileCheckpointer(DATA / "checkpoints"),
-        ),
+        )
+    from agentkeel.storage.postgres import from_url
+
+    storage = from_url(URL, None)
+    return SessionManager("crash:ctx-crash", storage, checkpointer=storage.checkpointer())
+
+
+async def main() -> None:
+    manager = session_manager()
+    await manager.storage.open()
+    agent = Agent(
+        ScriptedModel(script(), repeat=True),
+        tools=[slow, bump, guarded],
+        session_manager=manager,
     )
     await agent.restore()
     for pending in agent.pending_interrupts:

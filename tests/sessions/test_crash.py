@@ -20,6 +20,7 @@ from agentkeel import (
 )
 from agentkeel.messages import Message
 from agentkeel.models.openai import OpenAIModel
+from agentkeel.storage.postgres import PostgresStorage
 from fakes.openai_server import FakeOpenAI, echo_responder
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -37,7 +38,12 @@ def assert_provider_valid(messages: list[Message]) -> None:
             assert index > 0 and messages[index - 1].tool_calls
 
 
-def agent_on(data: Path, model: OpenAIModel) -> Agent:
+def agent_on(data: Path, model: OpenAIModel, storage: PostgresStorage | None = None) -> Agent:
+    if storage is not None:
+        manager = SessionManager(
+            "crash:ctx-crash", storage.sharing(), checkpointer=storage.checkpointer()
+        )
+        return Agent(model, session_manager=manager)
     return Agent(
         model,
         session_manager=SessionManager(
@@ -50,6 +56,20 @@ def agent_on(data: Path, model: OpenAIModel) -> Agent:
 
 @pytest.mark.anyio
 async def test_sigkill_at_random_instants_never_breaks_the_history(tmp_path: Path) -> None:
+    await sigkill_at_random_instants(tmp_path)
+
+
+@pytest.mark.anyio
+@pytest.mark.postgres
+async def test_sigkill_at_random_instants_on_postgresql(
+    tmp_path: Path, pg_url: str, pg_storage: PostgresStorage
+) -> None:
+    await sigkill_at_random_instants(tmp_path, pg_url, pg_storage)
+
+
+async def sigkill_at_random_instants(
+    tmp_path: Path, url: str | None = None, storage: PostgresStorage | None = None
+) -> None:
     rng = random.Random(20261130)
     fake = FakeOpenAI(responder=echo_responder)
     grew = 0
@@ -58,14 +78,14 @@ async def test_sigkill_at_random_instants_never_breaks_the_history(tmp_path: Pat
         previous = 0
         for _ in range(KILLS):
             worker = subprocess.Popen(
-                [sys.executable, str(WORKER), str(tmp_path)],
+                [sys.executable, str(WORKER), str(tmp_path), *([url] if url else [])],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
             time.sleep(rng.uniform(0.15, 0.6))
             worker.send_signal(signal.SIGKILL)
             worker.wait(timeout=10)
-            agent = agent_on(tmp_path, model)
+            agent = agent_on(tmp_path, model, storage)
             await agent.restore()
             assert_provider_valid(agent.messages)
             for pending in agent.pending_interrupts:

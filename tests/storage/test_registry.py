@@ -28,8 +28,6 @@ def test_memory_and_folders(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("url", "extra"),
     [
-        ("postgresql://db/agentkeel", "postgres"),
-        ("postgres://db/x", "postgres"),
         ("redis://r/0", "redis"),
     ],
 )

@@ -12,6 +12,8 @@ context can be continued on either wire.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -178,12 +180,13 @@ class AgentRequestHandler(RequestHandler):
         key = self.executor.key(principal, message.context_id or new_context_id())
         request = _request({"message": prompt_of(message), "contextId": key.context_id})
         turn = A2ATurn(message=message)
+        body = MessageToDict(message)
         job, is_new = await self.executor.submit(
             key,
             request,
             turn,
-            message_id=message.message_id or None,
-            body=MessageToDict(message),
+            message_id=_dedup_key(message.message_id, body),
+            body=body,
             sent_context_id=message.context_id or None,
         )
         if not is_new:  # the same message again: the first request's task
@@ -420,3 +423,19 @@ def _reply(record: TaskRecord, text: str) -> Message:
         role=Role.ROLE_AGENT,
         parts=[Part(text=text)],
     )
+
+
+def _dedup_key(message_id: str, body: JSONObject) -> str | None:
+    """The idempotency key of a new message: its `messageId` and a digest of its content.
+
+    The same message sent again (a retry, even at the same instant) has the same key and
+    joins the first one's task. A different message that reuses a `messageId` (A2A has
+    the sender make ids unique, and some senders reuse one per scenario) is a message of
+    its own and runs: refusing it would drop a real user's message, and a digest of the
+    content means it can never be answered with another message's task.
+    """
+    if not message_id:
+        return None
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:24]
+    return f"{message_id}#{digest}"

@@ -188,7 +188,13 @@ class ServerMetrics:
         self.evictions = Counter(
             "agentkeel_context_evictions_total", "Contexts evicted from the cache."
         )
+        self.swept = Counter(
+            "agentkeel_retention_swept_total",
+            "What the retention sweeper deleted, by kind (runs, frames, sessions).",
+            ("kind",),
+        )
         for metric in (
+            self.swept,
             self.runs,
             self.turn_seconds,
             self.first_token_seconds,

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -51,6 +52,7 @@ from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.memory import memory_routes
+from agentkeel.server.sweeper import RetentionSweeper
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.telemetry import instrument
@@ -151,8 +153,12 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     framework = source if isinstance(source, Framework) else load_framework(source)
     runtime = ServerRuntime(_observed(framework))
     settings = framework.server
-    if framework.retention.runs is not None or framework.retention.idle_sessions is not None:
-        logger.warning("retention.runs and retention.idleSessions are not enforced yet")
+    sweeper = RetentionSweeper(
+        framework.storage,
+        framework.retention,
+        delete_context=runtime.delete_context,
+        on_swept=lambda kind, count: runtime.metrics.swept.inc(kind, amount=count),
+    )
 
     from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
 
@@ -169,8 +175,15 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         try:
             # MCP servers open before the first turn and close after the last one drained;
             # the A2A binding (gRPC, push delivery) stops after the turns drained too
-            async with binding.running(), open_toolsets(framework), runtime.running():
+            async with (
+                binding.running(),
+                open_toolsets(framework),
+                runtime.running(),
+                anyio.create_task_group() as sweeping,
+            ):
+                sweeping.start_soon(sweeper.run_forever)  # retention, on a tick of its own
                 yield
+                sweeping.cancel_scope.cancel()
         finally:
             await storage.close()
 
@@ -200,6 +213,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         exception_handlers={HTTPException: _http_error},
     )
     app.state.runtime = runtime
+    app.state.sweeper = sweeper
     return app
 
 

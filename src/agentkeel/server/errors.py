@@ -29,6 +29,7 @@ from agentkeel.errors import (
     RunInProgressError,
     SharedAgentError,
     StorageError,
+    StorageUnavailableError,
 )
 from agentkeel.runtime.errors import IdempotencyKeyReusedError, ShuttingDownError
 from agentkeel.runtime.wire import error_body
@@ -113,6 +114,10 @@ def error_response(exc: BaseException) -> tuple[int, bytes]:
     """The status and JSON body for `exc`; logs what the client is not told."""
     if isinstance(exc, HTTPError):
         return exc.status, _dump(error_body(exc.code, exc.message))
+    if isinstance(exc, StorageUnavailableError):
+        logger.error("code=<%s> | request failed: %s", exc.code, exc.message)
+        message = "the server's session storage is unavailable; try again shortly"
+        return 503, _dump(error_body(exc.code, message))
     if isinstance(exc, _HIDDEN):
         logger.error("code=<%s> | request failed: %s", exc.code, exc.message)
         message = "the server's session storage failed; the details are in its log"

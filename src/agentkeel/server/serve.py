@@ -23,7 +23,14 @@ from agentkeel.errors import AgentkeelError
 from agentkeel.framework import Framework, load_framework
 from agentkeel.server.app import FrameworkSource, create_app
 
-__all__ = ["add_serve_arguments", "run_app", "run_serve", "serve_command", "serve_framework"]
+__all__ = [
+    "add_serve_arguments",
+    "check_storage",
+    "run_app",
+    "run_serve",
+    "serve_command",
+    "serve_framework",
+]
 
 
 def _is_loopback(host: str) -> bool:
@@ -112,7 +119,19 @@ def serve_framework(
         ConfigurationError: The framework is invalid (naming the key and the file).
     """
     framework = source if isinstance(source, Framework) else load_framework(source)
+    asyncio.run(check_storage(framework))
     run_app(create_app(framework), framework, host=host, port=port)
+
+
+async def check_storage(framework: Framework) -> None:
+    """Open and close the storage once, before serving: migrate, and fail fast.
+
+    An unreachable database then ends ``agentkeel serve`` with one line naming
+    ``storage`` (and never its password) rather than a lifespan traceback. The app's
+    lifespan opens the storage again, on the loop that serves.
+    """
+    await framework.storage.open()
+    await framework.storage.close()
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:

@@ -41,7 +41,7 @@ from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
 from agentkeel.result import Usage
-from agentkeel.storage import _records, _session_files
+from agentkeel.storage import _file_retention, _records, _session_files
 from agentkeel.storage._history import (
     Tail,
     encode_json,
@@ -76,7 +76,7 @@ def _document_file(name: str) -> str:
     return f"{name}.json"
 
 
-class LocalFileStorage:
+class LocalFileStorage(_file_retention.FileRetention):
     """A SessionStorage that keeps each session in a folder of plain, inspectable files.
 
     Args:

@@ -19,6 +19,7 @@ from agentkeel.messages import JSONObject, Message, dumps_message, loads_message
 from agentkeel.result import Usage
 from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot, StorageHealth
 from agentkeel.storage.guard import check_commit
+from agentkeel.storage.retention import PROTECTED_STATUSES
 
 __all__ = ["InMemoryStorage"]
 
@@ -50,6 +51,7 @@ class _Session:
     runs: dict[str, str] = field(default_factory=dict)
     """Run records by id, in the order they were last written."""
     frames: tuple[str, bytes] | None = None
+    frames_at: float = 0.0
     documents: dict[str, str] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
 
@@ -208,7 +210,9 @@ class InMemoryStorage:
 
     async def put_frames(self, key: SessionKey, run_id: str, body: bytes) -> None:
         """Keep `run_id`'s frames, replacing the previous run's (RunEventStorage)."""
-        self._session(require_key(key, "put_frames")).frames = (run_id, bytes(body))
+        session = self._session(require_key(key, "put_frames"))
+        session.frames = (run_id, bytes(body))
+        session.frames_at = time.time()
 
     async def get_frames(self, key: SessionKey, run_id: str) -> bytes | None:
         """The kept frames when they are `run_id`'s (RunEventStorage)."""
@@ -251,6 +255,52 @@ class InMemoryStorage:
         for task_id in doomed:
             del tasks[task_id]
         return len(doomed)
+
+    # -- retention (RetentionStorage): what keeps this storage bounded -------------------
+
+    async def sweep_runs(self, ended_before: float, limit: int) -> int:
+        """Drop up to `limit` run records that ended before `ended_before`."""
+        doomed: list[tuple[_Session, str]] = []
+        for session in self._sessions.values():
+            for run_id, document in session.runs.items():
+                data = json.loads(document)
+                ended = data.get("ended_at")
+                if data.get("status") in PROTECTED_STATUSES or not isinstance(ended, float | int):
+                    continue
+                if ended < ended_before:
+                    doomed.append((session, run_id))
+                    if len(doomed) == limit:
+                        break
+            if len(doomed) == limit:
+                break
+        for session, run_id in doomed:
+            del session.runs[run_id]
+        return len(doomed)
+
+    async def sweep_frames(self, written_before: float, limit: int) -> int:
+        """Drop up to `limit` sessions' frames written before `written_before`."""
+        doomed = [
+            session
+            for session in self._sessions.values()
+            if session.frames is not None and session.frames_at < written_before
+        ][:limit]
+        for session in doomed:
+            session.frames = None
+        return len(doomed)
+
+    async def idle_sessions(self, updated_before: float, limit: int) -> list[SessionKey]:
+        """Sessions not updated since `updated_before` whose latest run is not protected."""
+        found = []
+        for key, session in self._sessions.items():
+            if session.updated_at >= updated_before:
+                continue
+            latest = next(reversed(session.runs.values()), None)
+            if latest is not None and json.loads(latest).get("status") in PROTECTED_STATUSES:
+                continue
+            found.append(key)
+            if len(found) == limit:
+                break
+        return found
 
     async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
         """Add to the context's and the principal's daily totals (UsageStorage)."""

@@ -1,0 +1,181 @@
+"""Retention on LocalFileStorage: the blocking folder walks, run in worker threads.
+
+A session folder is idle when its history, state and metadata files did not change
+since the cutoff; one whose latest run is running or suspended is never named. Expired run
+records are dropped by rewriting ``runs.jsonl`` atomically with the lines that stay, in
+their order (the last line still names the latest run). Old frames are one file each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from agentkeel import _fs
+from agentkeel.errors import AgentkeelError, CorruptSessionError, StorageError
+from agentkeel.ids import decode_path_segment
+from agentkeel.keys import SessionKey
+from agentkeel.storage import _records
+from agentkeel.storage._history import encode_json
+from agentkeel.storage._session_files import (
+    FRAMES_FILE,
+    MESSAGES_FILE,
+    SESSION_FILE,
+    STATE_FILE,
+)
+from agentkeel.storage.base import RunRecord
+from agentkeel.storage.retention import PROTECTED_STATUSES
+
+_T = TypeVar("_T")
+
+__all__ = ["FileRetention", "idle_sessions", "session_folders", "sweep_frames", "sweep_runs"]
+
+
+def session_folders(root: Path) -> Iterator[tuple[SessionKey, Path]]:
+    """Every session folder under `root` with its key (task indexes and strays skipped)."""
+    if not root.is_dir():
+        return
+    for entry in sorted(root.iterdir()):
+        if not entry.is_dir():
+            continue
+        if ":" in entry.name:
+            yield from _session(entry, None)
+            continue
+        principal = decode_path_segment(entry.name)
+        for inner in sorted(entry.iterdir()):
+            if inner.is_dir() and ":" in inner.name:
+                yield from _session(inner, principal)
+
+
+def _session(folder: Path, principal: str | None) -> Iterator[tuple[SessionKey, Path]]:
+    if not (folder / SESSION_FILE).exists() and not (folder / MESSAGES_FILE).exists():
+        if not (folder / _records.RUNS_FILE).exists():
+            return  # a task index, or a folder being deleted
+    try:
+        yield SessionKey.parse(decode_path_segment(folder.name), principal=principal), folder
+    except (AgentkeelError, ValueError):
+        return  # not a name this storage writes
+
+
+def _newest_change(folder: Path) -> float:
+    """When the conversation last changed: its history, state or metadata.
+
+    Run records and frames are left out, as a sweep rewrites those.
+    """
+    newest = 0.0
+    for name in (SESSION_FILE, MESSAGES_FILE, STATE_FILE):
+        try:
+            newest = max(newest, os.stat(folder / name).st_mtime)
+        except FileNotFoundError:
+            continue
+    return newest
+
+
+def idle_sessions(root: Path, updated_before: float, limit: int) -> list[SessionKey]:
+    """Up to `limit` sessions unchanged since `updated_before` and not protected."""
+    found = []
+    for key, folder in session_folders(root):
+        if _newest_change(folder) >= updated_before:
+            continue
+        try:
+            latest = _records.last_run(folder)
+        except CorruptSessionError:
+            continue  # never delete what cannot be read
+        if latest is not None and latest.status in PROTECTED_STATUSES:
+            continue
+        found.append(key)
+        if len(found) == limit:
+            break
+    return found
+
+
+def sweep_runs(root: Path, ended_before: float, limit: int) -> int:
+    """Drop up to `limit` run records that ended before `ended_before`; how many."""
+    dropped = 0
+    for _, folder in session_folders(root):
+        if dropped >= limit:
+            break
+        path = folder / _records.RUNS_FILE
+        raw = _fs.read_bytes(path)
+        if not raw:
+            continue
+        try:
+            records = _records.list_runs(folder)
+        except CorruptSessionError:
+            continue
+        doomed = {
+            record.run_id
+            for record in records
+            if record.ended_at is not None
+            and record.ended_at < ended_before
+            and record.status not in PROTECTED_STATUSES
+        }
+        doomed = set(sorted(doomed)[: limit - dropped])
+        if not doomed:
+            continue
+        kept = [
+            encode_json(record.to_json(), "run record") + b"\n"
+            for record in _in_file_order(raw)
+            if record.run_id not in doomed
+        ]
+        _fs.atomic_write_bytes(path, b"".join(kept))
+        dropped += len(doomed)
+    return dropped
+
+
+def _in_file_order(raw: bytes) -> list[RunRecord]:
+    """The last record of each run id, in the order of their last lines (whole lines)."""
+    latest: dict[str, RunRecord] = {}
+    for line in raw[: raw.rfind(b"\n") + 1].splitlines():
+        if line.strip():
+            record = RunRecord.from_json(json.loads(line))
+            latest.pop(record.run_id, None)
+            latest[record.run_id] = record
+    return list(latest.values())
+
+
+def sweep_frames(root: Path, written_before: float, limit: int) -> int:
+    """Delete up to `limit` frames files last written before `written_before`."""
+    dropped = 0
+    for _, folder in session_folders(root):
+        path = folder / FRAMES_FILE
+        try:
+            written = path.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if written < written_before and _fs.remove_file(path, durable=False):
+            dropped += 1
+            if dropped == limit:
+                break
+    return dropped
+
+
+class FileRetention:
+    """RetentionStorage for LocalFileStorage: the walks above, in a worker thread each."""
+
+    directory: Path
+
+    async def sweep_runs(self, ended_before: float, limit: int) -> int:
+        """Drop up to `limit` run records that ended before `ended_before`."""
+        return await _in_thread(sweep_runs, self.directory, ended_before, limit)
+
+    async def sweep_frames(self, written_before: float, limit: int) -> int:
+        """Delete up to `limit` frames files written before `written_before`."""
+        return await _in_thread(sweep_frames, self.directory, written_before, limit)
+
+    async def idle_sessions(self, updated_before: float, limit: int) -> list[SessionKey]:
+        """Sessions whose folder did not change since `updated_before`, not protected."""
+        return await _in_thread(idle_sessions, self.directory, updated_before, limit)
+
+
+async def _in_thread(func: Callable[[Path, float, int], _T], root: Path, at: float, n: int) -> _T:
+    try:
+        return await anyio.to_thread.run_sync(func, root, at, n)
+    except OSError as exc:
+        raise StorageError(f"session storage I/O failed: {exc}") from exc

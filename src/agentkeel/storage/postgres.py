@@ -1,0 +1,380 @@
+"""PostgresStorage: sessions, run records, frames, documents and tasks in PostgreSQL.
+
+Installed by the ``postgres`` extra (psycopg 3 and psycopg_pool), raw SQL, no ORM. The
+pool, its lifecycle and the migrations are `postgres_pool`'s (opened in the server's
+lifespan, never in a constructor); the optional capabilities are `postgres_extras`'s.
+
+Saving a turn to a saved session is one statement (one round trip): an ``UPDATE`` whose
+``WHERE`` checks the expected version and the fencing token, with a data-modifying CTE
+that inserts the turn's messages one row each. When it updates nothing (a new session,
+or a refused write) a transaction locks or creates the row and checks it with the same
+`check_commit` as every other backend. It never reads the history, so its cost does not
+grow with it (guarantee 8). A stale writer updates nothing and gets
+ConcurrentWriteError (guarantee 10). Deleting a session is one ``DELETE`` of its row;
+every other table cascades from it, so nothing of it survives (guarantee 13).
+
+A database that cannot be reached raises StorageUnavailableError (the server answers
+``503 storage_unavailable``); the pool replaces broken connections by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from psycopg import AsyncConnection
+
+from agentkeel.errors import ConfigurationError, CorruptSessionError, StorageError
+from agentkeel.keys import SessionKey, require_key
+from agentkeel.messages import JSONObject, Message, MessageDecodeError, messages_from_json
+from agentkeel.storage._history import encode_json, encode_messages
+from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot
+from agentkeel.storage.guard import check_commit
+from agentkeel.storage.postgres_extras import PostgresCapabilities
+from agentkeel.storage.postgres_pool import Row, redact, text_key, who
+from agentkeel.storage.postgres_retention import PostgresRetention
+
+if TYPE_CHECKING:
+    from agentkeel.checkpoint.postgres import PostgresCheckpointer
+
+__all__ = ["PostgresStorage", "from_url", "redact", "text_key"]
+
+_OWN_PARAMETERS = ("schema", "prepare_threshold", "pool_size")
+
+
+class PostgresStorage(PostgresCapabilities, PostgresRetention):
+    """A SessionStorage (with every optional capability) in one PostgreSQL schema.
+
+    Args:
+        dsn: A libpq connection string or ``postgresql://`` URL.
+        schema: The schema holding the tables; created and migrated by `open`.
+        prepare_threshold: psycopg's ``prepare_threshold``; None prepares no statement,
+            which PgBouncer in transaction mode needs.
+        pool_size: The most connections the pool opens.
+        connect_timeout: Seconds to wait for a connection before the storage counts as
+            unavailable (at start, and for each operation).
+    """
+
+    def sharing(self) -> PostgresStorage:
+        """Another storage object over this one's pool (a checkpointer, a second view)."""
+        other = PostgresStorage(self.dsn, schema=self.schema, pool_size=self.pool_size)
+        other._owner = self
+        return other
+
+    def checkpointer(self) -> PostgresCheckpointer:
+        """The Checkpointer over this storage's pool and schema (framework.json uses it)."""
+        from agentkeel.checkpoint.postgres import PostgresCheckpointer
+
+        return PostgresCheckpointer(self.sharing())
+
+    # -- history and state -------------------------------------------------------------
+
+    async def load(self, key: SessionKey) -> SessionSnapshot | None:
+        """The session and its history in one statement (one snapshot), or None."""
+        require_key(key, "load")
+        row = await self._one(
+            "SELECT s.version, s.state::text, s.created_at, s.updated_at, s.message_count,"
+            " coalesce((SELECT json_agg(m.body ORDER BY m.seq) FROM {s}.messages m"
+            "           WHERE m.session_id = s.id), '[]')::text"
+            " FROM {s}.sessions s"
+            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s AND s.saved",
+            who(key),
+        )
+        if row is None:
+            return None
+        version, state_text, created, updated, count, history = row
+        where = f"postgresql:{self.schema}.sessions[{key.session_id}]"
+        try:
+            messages = messages_from_json(json.loads(history))
+            state = json.loads(state_text)
+        except (ValueError, MessageDecodeError) as exc:
+            raise CorruptSessionError(f"{where}: cannot decode: {exc}", path=where) from None
+        return SessionSnapshot(
+            messages=messages,
+            state=state,
+            metadata=SessionMetadata(
+                definition=key.definition,
+                context_id=key.context_id,
+                owner=key.principal,
+                created_at=created,
+                updated_at=updated,
+                message_count=count,
+            ),
+            version=version,
+        )
+
+    async def version(self, key: SessionKey) -> int:
+        """The session row's version (0 when there is none); one indexed read."""
+        row = await self._one(
+            "SELECT version FROM {s}.sessions"
+            " WHERE principal = %s AND definition = %s AND context_id = %s",
+            who(require_key(key, "version")),
+        )
+        return 0 if row is None else int(row[0])
+
+    async def exists(self, key: SessionKey) -> bool:
+        """Whether the session was saved or holds run records, frames or documents."""
+        row = await self._one(
+            "SELECT s.saved OR EXISTS (SELECT 1 FROM {s}.runs r WHERE r.session_id = s.id)"
+            " OR EXISTS (SELECT 1 FROM {s}.frames f WHERE f.session_id = s.id)"
+            " OR EXISTS (SELECT 1 FROM {s}.documents d WHERE d.session_id = s.id)"
+            " FROM {s}.sessions s"
+            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s",
+            who(require_key(key, "exists")),
+        )
+        return bool(row and row[0])
+
+    async def append(
+        self,
+        key: SessionKey,
+        messages: Sequence[Message],
+        state: JSONObject | None,
+        *,
+        expected_version: int | None = None,
+        fence: int | None = None,
+    ) -> int:
+        """Append one turn in one transaction; the history is never read.
+
+        A saved session whose version and fence let the write through takes one
+        statement (one round trip); a new session, or a write the checks refuse, takes
+        the locking transaction, which creates the row or raises ConcurrentWriteError.
+        """
+        require_key(key, "append")
+        bodies = [line.decode("utf-8") for line in encode_messages(messages)]
+        encoded_state = None if state is None else encode_json(state).decode("utf-8")
+        fast = await self._one(
+            "WITH moved AS (UPDATE {s}.sessions SET"
+            "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
+            "    AND state::text IS DISTINCT FROM %(state)s::text) THEN 1 ELSE 0 END,"
+            "  state = coalesce(%(state)s::json, state),"
+            "  message_count = message_count + %(n)s,"
+            "  fence = greatest(fence, coalesce(%(fence)s::bigint, 0)), updated_at = %(now)s"
+            " WHERE principal = %(p)s AND definition = %(d)s AND context_id = %(c)s AND saved"
+            "  AND (%(fence)s::bigint IS NULL OR fence <= %(fence)s::bigint)"
+            "  AND (%(expected)s::bigint IS NULL OR version = %(expected)s::bigint)"
+            " RETURNING id, message_count - %(n)s AS base, version),"
+            " added AS (INSERT INTO {s}.messages (session_id, seq, body)"
+            "  SELECT moved.id, moved.base + n.ord, n.body::json"
+            "  FROM moved, unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord))"
+            " SELECT version FROM moved",
+            dict(
+                zip(("p", "d", "c"), who(key), strict=True),
+                bodies=bodies,
+                n=len(bodies),
+                state=encoded_state,
+                fence=fence,
+                expected=expected_version,
+                now=time.time(),
+            ),  # fmt: skip
+        )
+        if fast is not None:
+            return int(fast[0])
+        async with self._connection() as conn, conn.transaction():
+            session_id, count, highest = await self._lock(conn, key, expected_version, fence)
+            cursor = await conn.execute(
+                self._sql(
+                    "WITH added AS (INSERT INTO {s}.messages (session_id, seq, body)"
+                    "  SELECT %(id)s, %(base)s + n.ord, n.body::json"
+                    "  FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord))"
+                    " UPDATE {s}.sessions SET"
+                    "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
+                    "    AND state::text IS DISTINCT FROM %(state)s::text) THEN 1 ELSE 0 END,"
+                    "  state = coalesce(%(state)s::json, state),"
+                    "  message_count = message_count + %(n)s, fence = %(fence)s,"
+                    "  created_at = CASE WHEN saved THEN created_at ELSE %(now)s END,"
+                    "  updated_at = %(now)s, saved = true"
+                    " WHERE id = %(id)s RETURNING version"
+                ),
+                {
+                    "id": session_id,
+                    "base": count,
+                    "bodies": bodies,
+                    "n": len(bodies),
+                    "state": encoded_state,
+                    "fence": highest,
+                    "now": time.time(),
+                },  # fmt: skip
+            )
+            row = await cursor.fetchone()
+        assert row is not None  # the row was locked by this transaction
+        return int(row[0])
+
+    async def rewrite(
+        self,
+        key: SessionKey,
+        messages: Sequence[Message],
+        state: JSONObject | None,
+        *,
+        expected_version: int | None = None,
+        fence: int | None = None,
+    ) -> int:
+        """Replace the whole history (and the state unless None) in one transaction."""
+        require_key(key, "rewrite")
+        bodies = [line.decode("utf-8") for line in encode_messages(messages)]
+        encoded_state = None if state is None else encode_json(state).decode("utf-8")
+        async with self._connection() as conn, conn.transaction():
+            session_id, _, highest = await self._lock(conn, key, expected_version, fence)
+            await conn.execute(
+                self._sql("DELETE FROM {s}.messages WHERE session_id = %s"), (session_id,)
+            )
+            cursor = await conn.execute(
+                self._sql(
+                    "WITH added AS (INSERT INTO {s}.messages (session_id, seq, body)"
+                    "  SELECT %(id)s, n.ord, n.body::json"
+                    "  FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord))"
+                    " UPDATE {s}.sessions SET version = version + 1,"
+                    "  state = coalesce(%(state)s::json, state),"
+                    "  message_count = %(n)s, fence = %(fence)s,"
+                    "  created_at = CASE WHEN saved THEN created_at ELSE %(now)s END,"
+                    "  updated_at = %(now)s, saved = true"
+                    " WHERE id = %(id)s RETURNING version"
+                ),
+                {
+                    "id": session_id,
+                    "bodies": bodies,
+                    "n": len(bodies),
+                    "state": encoded_state,
+                    "fence": highest,
+                    "now": time.time(),
+                },  # fmt: skip
+            )
+            row = await cursor.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    async def _lock(
+        self,
+        conn: AsyncConnection[Row],
+        key: SessionKey,
+        expected_version: int | None,
+        fence: int | None,
+    ) -> tuple[int, int, int]:
+        """Create or lock the session row; check the commit. (id, message count, fence)."""
+        now = time.time()
+        cursor = await conn.execute(
+            self._sql(
+                "INSERT INTO {s}.sessions (principal, definition, context_id,"
+                " created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (principal, definition, context_id)"
+                " DO UPDATE SET saved = {s}.sessions.saved"
+                " RETURNING id, version, fence, message_count"
+            ),
+            (*who(key), now, now),
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        session_id, version, highest, count = row
+        highest = check_commit(
+            key, version=version, highest_fence=highest,
+            expected_version=expected_version, fence=fence,
+        )  # fmt: skip
+        return int(session_id), int(count), int(highest)
+
+    async def delete(self, key: SessionKey) -> bool:
+        """Delete the session row; every row of the context cascades with it.
+
+        Messages, runs, frames, documents and checkpoints go in the same statement, so
+        in one transaction (guarantee 13).
+        """
+        row = await self._one(
+            "DELETE FROM {s}.sessions"
+            " WHERE principal = %s AND definition = %s AND context_id = %s RETURNING id",
+            who(require_key(key, "delete")),
+        )
+        return row is not None
+
+    # -- run records ---------------------------------------------------------------------
+
+    async def put_run(self, key: SessionKey, record: RunRecord) -> None:
+        """Create or replace one run record (it becomes the latest); one statement."""
+        require_key(key, "put_run")
+        document = encode_json(record.to_json(), "run record").decode("utf-8")
+        await self._one(
+            self._with_session(
+                "INSERT INTO {s}.runs (session_id, run_id, status, started_at, ended_at,"
+                " written, record) SELECT id, %s, %s, %s, %s, nextval('{s}.run_writes'),"
+                " %s::json FROM owner"
+                " ON CONFLICT (session_id, run_id) DO UPDATE SET status = EXCLUDED.status,"
+                " started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,"
+                " written = EXCLUDED.written, record = EXCLUDED.record RETURNING 1"
+            ),
+            (
+                *who(key),
+                time.time(),
+                time.time(),
+                text_key(record.run_id),
+                record.status,
+                record.started_at,
+                record.ended_at,
+                document,
+            ),  # fmt: skip
+        )
+
+    async def get_run(self, key: SessionKey, run_id: str) -> RunRecord | None:
+        """One run's record, or None."""
+        row = await self._one(
+            "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
+            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
+            " AND r.run_id = %s",
+            (*who(require_key(key, "get_run")), text_key(run_id)),
+        )
+        return None if row is None else self._run(key, row[0])
+
+    async def latest_run(self, key: SessionKey) -> RunRecord | None:
+        """The record written last, or None."""
+        row = await self._one(
+            "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
+            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
+            " ORDER BY r.written DESC LIMIT 1",
+            who(require_key(key, "latest_run")),
+        )
+        return None if row is None else self._run(key, row[0])
+
+    async def list_runs(self, key: SessionKey) -> list[RunRecord]:
+        """Every run record, oldest first (start time, then id)."""
+        rows = await self._all(
+            "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
+            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
+            " ORDER BY r.started_at, r.run_id",
+            who(require_key(key, "list_runs")),
+        )
+        records = [self._run(key, row[0]) for row in rows]
+        return sorted(records, key=lambda record: (record.started_at, record.run_id))
+
+    def _run(self, key: SessionKey, text: str) -> RunRecord:
+        try:
+            return RunRecord.from_json(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            where = f"postgresql:{self.schema}.runs[{key.session_id}]"
+            raise CorruptSessionError(f"{where}: cannot decode: {exc}", path=where) from None
+
+
+def from_url(url: str, base: Path | None) -> PostgresStorage:
+    """The storage a ``postgresql://`` URL names (the URL registry's factory).
+
+    Query parameters ``schema``, ``prepare_threshold`` (a number, or ``none`` behind
+    PgBouncer) and ``pool_size`` are agentkeel's; every other one goes to libpq.
+    """
+    del base
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    theirs: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        (ours.__setitem__(name, value) if name in _OWN_PARAMETERS else theirs.append((name, value)))
+    dsn = urlunsplit(parts._replace(query=urlencode(theirs)))
+    threshold_text = ours.get("prepare_threshold", "5").lower()
+    try:
+        threshold = None if threshold_text in ("none", "") else int(threshold_text)
+        pool_size = int(ours.get("pool_size", "10"))
+        return PostgresStorage(
+            dsn,
+            schema=ours.get("schema", "agentkeel"),
+            prepare_threshold=threshold,
+            pool_size=pool_size,
+        )
+    except (ValueError, StorageError) as exc:
+        raise ConfigurationError(f"{redact(url)}: {exc}") from None
