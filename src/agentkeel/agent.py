@@ -400,13 +400,10 @@ class Agent:
                 raise
             finally:
                 self._scope = None
-            if cancelled_by_caller:
-                status: RunStatus = "cancelled"
-            else:
-                status = outcome.status
-            if outcome.error is not None and status == "failed":
-                emit(ErrorEvent(code=outcome.error.code, message=outcome.error.message))
+            status: RunStatus = "cancelled" if cancelled_by_caller else outcome.status
             result = await self._finish(run, status, outcome)
+            if result.error is not None and result.status == "failed":
+                emit(ErrorEvent(code=result.error.code, message=result.error.message))
             await self.hooks.invoke(AfterRunEvent(context=context, result=result))
             return result
 
@@ -519,7 +516,8 @@ class Agent:
             if status == "suspended":
                 await self.session_manager.save_suspended(record=record, run=run)
             else:
-                await self.session_manager.save_finished(
+                result = await self.session_manager.finish_turn(
+                    result,
                     record=record,
                     new_messages=new_messages,
                     history=self.messages,

@@ -26,21 +26,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentkeel.checkpoint.base import Checkpoint, Checkpointer
-from agentkeel.errors import CorruptSessionError
+from agentkeel.errors import ConcurrentWriteError, CorruptSessionError
 from agentkeel.ids import new_checkpoint_id
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject, Message
-from agentkeel.result import Usage
+from agentkeel.result import AgentResult, ErrorInfo, Usage
 from agentkeel.run_state import RunState
 from agentkeel.storage.base import RunRecord, SessionStorage
 from agentkeel.storage.usage import UsageStorage, utc_day
 
-__all__ = ["RestoredSession", "SessionManager"]
+__all__ = ["LOST_TURN", "RestoredSession", "SessionManager"]
 
 logger = logging.getLogger(__name__)
+
+LOST_TURN = (
+    "another process moved this conversation on while the turn ran, so the turn was not "
+    "saved; the next turn reloads the conversation"
+)
+"""The message of a run that ends ``failed`` with ``concurrent_write``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,15 +155,60 @@ class SessionManager:
                 loaded; nothing of this turn's history was stored.
         """
         await self.storage.put_run(self.key, record)
-        if rewrite:
-            self.version = await self.storage.rewrite(
-                self.key, history, state, expected_version=self.version, fence=self.fence
+        try:
+            if rewrite:
+                self.version = await self.storage.rewrite(
+                    self.key, history, state, expected_version=self.version, fence=self.fence
+                )
+            elif new_messages or state is not None:
+                self.version = await self.storage.append(
+                    self.key, new_messages, state, expected_version=self.version, fence=self.fence
+                )
+        except ConcurrentWriteError as exc:
+            # the record said how the run ended; it must say the turn was lost instead
+            lost = ErrorInfo(code=exc.code, message=LOST_TURN)
+            await self.storage.put_run(
+                self.key, replace(record, status="failed", error=lost, stop_reason="error")
             )
-        elif new_messages or state is not None:
-            self.version = await self.storage.append(
-                self.key, new_messages, state, expected_version=self.version, fence=self.fence
-            )
+            raise
         await self._drop_checkpoint()
+
+    async def finish_turn(
+        self,
+        result: AgentResult,
+        *,
+        record: RunRecord,
+        new_messages: Sequence[Message],
+        history: Sequence[Message],
+        state: JSONObject | None,
+        rewrite: bool,
+    ) -> AgentResult:
+        """`save_finished`, then `result`; failed with ``concurrent_write`` if refused.
+
+        A refused turn is not an exception for the run's caller: like a model failure it
+        ends the run ``failed``, with nothing of it stored. The Agent's memory still holds
+        the turn, but the version this manager knows is stale, so the next `restore`
+        reloads what the other process saved.
+        """
+        try:
+            await self.save_finished(
+                record=record,
+                new_messages=new_messages,
+                history=history,
+                state=state,
+                rewrite=rewrite,
+            )
+        except ConcurrentWriteError as exc:
+            logger.warning("run=<%s> | turn not saved: %s", result.run_id, exc.message)
+            return replace(
+                result,
+                status="failed",
+                stop_reason="error",
+                messages=(),
+                output=None,
+                error=ErrorInfo(code=exc.code, message=LOST_TURN),
+            )
+        return result
 
     async def save_suspended(self, *, record: RunRecord, run: RunState) -> None:
         """Save a suspended run so that a decision can resume it, also after a restart."""

@@ -40,7 +40,7 @@ from a2a.utils.errors import VersionNotSupportedError
 from starlette.datastructures import Headers
 
 from agentkeel.a2a.credentials import CredentialCheck
-from agentkeel.a2a.handler import PRINCIPAL_STATE
+from agentkeel.a2a.handler import PRINCIPAL_STATE, TRANSPORT_STATE
 from agentkeel.errors import AgentkeelError
 
 __all__ = ["GrpcServer"]
@@ -58,6 +58,7 @@ class _CallContextBuilder(DefaultGrpcServerCallContextBuilder):
     def build(self, context: _Context) -> ServerCallContext:
         built = super().build(context)
         built.state[PRINCIPAL_STATE] = _principal.get()
+        built.state[TRANSPORT_STATE] = "GRPC"
         return built
 
 

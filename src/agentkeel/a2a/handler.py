@@ -87,6 +87,8 @@ __all__ = ["PRINCIPAL_STATE", "AgentRequestHandler"]
 logger = logging.getLogger(__name__)
 
 PRINCIPAL_STATE = "agentkeel.principal"
+TRANSPORT_STATE = "agentkeel.transport"
+"""The call context's A2A transport (``JSONRPC``, ``HTTP+JSON`` or ``GRPC``)."""
 """Key of the caller's principal in ``ServerCallContext.state`` (None: auth is off)."""
 
 
@@ -185,7 +187,7 @@ class AgentRequestHandler(RequestHandler):
             key,
             request,
             turn,
-            message_id=_dedup_key(message.message_id, body),
+            message_id=_dedup_key(message.message_id, body, call.state.get(TRANSPORT_STATE)),
             body=body,
             sent_context_id=message.context_id or None,
         )
@@ -425,17 +427,19 @@ def _reply(record: TaskRecord, text: str) -> Message:
     )
 
 
-def _dedup_key(message_id: str, body: JSONObject) -> str | None:
-    """The idempotency key of a new message: its `messageId` and a digest of its content.
+def _dedup_key(message_id: str, body: JSONObject, transport: object) -> str | None:
+    """The idempotency key of a new message: its transport, `messageId` and content.
 
-    The same message sent again (a retry, even at the same instant) has the same key and
-    joins the first one's task. A different message that reuses a `messageId` (A2A has
-    the sender make ids unique, and some senders reuse one per scenario) is a message of
-    its own and runs: refusing it would drop a real user's message, and a digest of the
-    content means it can never be answered with another message's task.
+    The same message sent again over the same transport (a client retrying, even at
+    the same instant) has the same key and joins the first one's task. A different
+    message that reuses a `messageId`, or the same one sent over another transport, is
+    a message of its own and runs: A2A has the sender make ids unique, and a sender
+    that reuses one (the conformance kit names its messages per scenario, the same on
+    each transport) must not have a real message refused, or answered with another
+    message's task.
     """
     if not message_id:
         return None
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:24]
-    return f"{message_id}#{digest}"
+    return f"{transport or 'JSONRPC'}:{message_id}#{digest}"

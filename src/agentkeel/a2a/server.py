@@ -35,7 +35,7 @@ from agentkeel.a2a.card import CARD_PATH, REST_PATH, CardSource, agent_card
 from agentkeel.a2a.credentials import CredentialCheck
 from agentkeel.a2a.delivery import PushDelivery
 from agentkeel.a2a.executor import A2AExecutor
-from agentkeel.a2a.handler import PRINCIPAL_STATE
+from agentkeel.a2a.handler import PRINCIPAL_STATE, TRANSPORT_STATE
 from agentkeel.a2a.mapping import output_artifact
 from agentkeel.a2a.push import PUSH_INDEX_DEFINITION, StoredPushConfigs
 from agentkeel.a2a.rest import rest_mount
@@ -66,6 +66,8 @@ class _CallContextBuilder(DefaultServerCallContextBuilder):
         context.state[PRINCIPAL_STATE] = principal if isinstance(principal, str) else None
         context.state[_BASE_STATE] = str(request.base_url).rstrip("/")
         context.state[_HOST_STATE] = request.url.hostname
+        rest = f"/a2a{REST_PATH}" in request.url.path  # under /agents/{name}/a2a/v1
+        context.state[TRANSPORT_STATE] = "HTTP+JSON" if rest else "JSONRPC"
         return context
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 
 from agentkeel.agent import Agent
+from agentkeel.errors import ConcurrentWriteError
 from agentkeel.ids import new_run_id
 from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent.loop import SwarmOutcome
@@ -55,11 +56,17 @@ class SwarmMemory:
         return self.members[self.suspended].pending_interrupts
 
     async def restore(self) -> None:
-        """Attach each member's session, restore the members, then the swarm's record."""
-        if self.restored:
+        """Attach each member's session, restore the members, then the swarm's record.
+
+        After the first load it costs one version read per member, and loads again only
+        when another process moved a member's session on (SPEC guarantee 9). The record
+        needs no version of its own: it is written only by a swarm turn, and every turn
+        commits the member that answered it before the record.
+        """
+        if self.restored and not await self.moved_on():
             return
         session = self.session
-        if session is not None:
+        if session is not None and not self.restored:
             for member in self.members.values():
                 member.session_manager = session.member_manager(member.name)
         for member in self.members.values():
@@ -72,6 +79,14 @@ class SwarmMemory:
             self.trail = record.handoffs
         self._adopt_suspension(record)
         self.restored = True
+
+    async def moved_on(self) -> bool:
+        """Whether storage holds a newer version of any member's session than it knows."""
+        for member in self.members.values():
+            manager = member.session_manager
+            if manager is not None and await manager.moved_on():
+                return True
+        return False
 
     def begin(self, text: str) -> SwarmRunState:
         """Open a new run."""
@@ -103,7 +118,10 @@ class SwarmMemory:
             context_id=context_id,
         )
         if self.session is not None:
-            await self.session.save(self._record(run if self.suspended else None))
+            if outcome.error is None or outcome.error.code != ConcurrentWriteError.code:
+                await self.session.save(self._record(run if self.suspended else None))
+            # else another process moved the conversation on: its record stays, and the
+            # member's stale version makes the next turn reload it
             await self.session.put_run(run_record(run, result))
         return result
 

@@ -207,7 +207,7 @@ class Swarm:
         return union
 
     async def restore(self) -> None:
-        """Load every member's memory and the swarm's record (once; later calls do nothing).
+        """Load the members' memory and the swarm's record; again if storage moved on.
 
         A member with pending interrupts makes the swarm suspended in that member, so that
         a decision resumes there, also in a new process.
