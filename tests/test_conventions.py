@@ -19,7 +19,6 @@ MODULE_LINE_LIMIT = 600
 SOFT_LINE_LIMIT = 400
 """Small modules with one job: a module over this is allowed only while it is listed below."""
 OVER_THE_SOFT_LIMIT = {
-    "client.py": 574,
     "framework.py": 600,
     "loop.py": 579,
     "agent.py": 566,

@@ -22,6 +22,9 @@ The hierarchy::
     ├── RunInProgressError              context_busy
     ├── RestoreRequiredError            restore_required
     ├── ContextNotFoundError            context_not_found
+    ├── ContextExistsError              context_exists
+    ├── MessageNotFoundError            message_not_found
+    ├── NoActiveRunError                no_active_run
     ├── ContextRefusedError             context_forbidden
     ├── SharedAgentError                agent_shared
     └── StorageError                    storage_error
@@ -44,6 +47,7 @@ __all__ = [
     "BudgetExceededError",
     "ConcurrentWriteError",
     "ConfigurationError",
+    "ContextExistsError",
     "ContextNotFoundError",
     "ContextOverflowError",
     "ContextRefusedError",
@@ -53,12 +57,14 @@ __all__ = [
     "InterruptPendingError",
     "InvalidContextIdError",
     "InvalidRequestError",
+    "MessageNotFoundError",
     "MaxStepsExceededError",
     "ModelAuthError",
     "ModelBadRequestError",
     "ModelError",
     "ModelRateLimitError",
     "ModelUnavailableError",
+    "NoActiveRunError",
     "OutputInvalidError",
     "RestoreRequiredError",
     "RunInProgressError",
@@ -217,6 +223,28 @@ class ContextNotFoundError(AgentkeelError):
     """No such context for this principal."""
 
     code = "context_not_found"
+
+
+class ContextExistsError(AgentkeelError):
+    """A fork was asked to create a context whose id is taken; nothing was created."""
+
+    code = "context_exists"
+
+
+class MessageNotFoundError(AgentkeelError):
+    """A message id that the conversation does not hold (or not in the role asked for).
+
+    ``replace`` needs a user message and ``regenerate`` an assistant message of the
+    context; ``fork`` any of its messages. Nothing was cut or copied.
+    """
+
+    code = "message_not_found"
+
+
+class NoActiveRunError(AgentkeelError):
+    """A cancel reached a context with nothing running; nothing changed."""
+
+    code = "no_active_run"
 
 
 class ContextRefusedError(AgentkeelError):

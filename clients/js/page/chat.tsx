@@ -1,12 +1,13 @@
 /**
  * The chat itself, built on `useAgent`: streaming turns, thinking, tool activity, the
- * status, errors, the context id (kept in localStorage so a reload continues the
- * conversation) and the answers to interrupts.
+ * status, errors, the context id (kept in localStorage so a reload shows the
+ * conversation again, from the server's transcript), the answers to interrupts, Stop
+ * while a run goes on, Edit on the person's messages and Regenerate on the last answer.
  */
 
 import { type FormEvent, type KeyboardEvent, useCallback, useEffect, useId, useRef, useState } from "react";
 
-import type { AssistantTurn, Decision, Interrupt, Turn } from "../src/index.js";
+import type { AssistantTurn, Decision, Interrupt } from "../src/index.js";
 import { useAgent } from "../src/react/index.js";
 import { MemoryPanel } from "./memory-panel.js";
 
@@ -45,7 +46,7 @@ export function Chat({ agent }: { agent: string }) {
     ...(initialContext === undefined ? {} : { contextId: initialContext }),
     onContext: (id) => writeStored(agent, id),
   });
-  const { status, pendingInterrupt, error, turns, contextId, send, resume, stop, reset, attach } = chat;
+  const { status, pendingInterrupt, error, turns, contextId, send, resume, stop, reset, attach, edit, regenerate } = chat;
   const [draft, setDraft] = useState("");
   const input = useRef<HTMLTextAreaElement>(null);
   const end = useRef<HTMLDivElement>(null);
@@ -53,7 +54,8 @@ export function Chat({ agent }: { agent: string }) {
   const streaming = status === "streaming";
   const waiting = pendingInterrupt !== undefined && !streaming;
 
-  // After a reload, show the conversation's latest run: still going, or waiting on a decision.
+  // After a reload, useAgent shows the transcript; then follow the latest run on top of
+  // it (still going, or waiting on a decision).
   useEffect(() => {
     if (initialContext !== undefined) attach().catch(() => undefined);
   }, [attach, initialContext]);
@@ -82,6 +84,18 @@ export function Chat({ agent }: { agent: string }) {
     resume(decision).catch(() => undefined);
     input.current?.focus();
   };
+
+  const editTurn = (messageId: string, text: string) => {
+    edit(messageId, text).catch(() => undefined);
+    input.current?.focus();
+  };
+
+  const answerAgain = (messageId: string) => {
+    regenerate(messageId).catch(() => undefined);
+  };
+
+  const lastAnswer = turns.at(-1);
+  const idle = !streaming && !waiting;
 
   const startOver = () => {
     reset();
@@ -116,9 +130,17 @@ export function Chat({ agent }: { agent: string }) {
       <MemoryPanel agent={agent} refresh={status === "streaming" ? "streaming" : turns.length} />
 
       <ol className="turns" aria-label="Messages">
-        {turns.map((turn) => (
-          <TurnView key={turn.id} turn={turn} />
-        ))}
+        {turns.map((turn) =>
+          turn.role === "user" ? (
+            <UserView key={turn.id} text={turn.text} {...(idle && turn.messageId ? { onEdit: (text: string) => editTurn(turn.messageId ?? "", text) } : {})} />
+          ) : (
+            <AssistantView
+              key={turn.id}
+              turn={turn}
+              {...(idle && turn === lastAnswer && turn.messageId ? { onRegenerate: () => answerAgain(turn.messageId ?? "") } : {})}
+            />
+          ),
+        )}
       </ol>
 
       {error !== undefined && (
@@ -144,7 +166,7 @@ export function Chat({ agent }: { agent: string }) {
             autoFocus
           />
           {streaming ? (
-            <button type="button" onClick={stop}>
+            <button type="button" className="stop" onClick={() => void stop()}>
               Stop
             </button>
           ) : (
@@ -158,19 +180,50 @@ export function Chat({ agent }: { agent: string }) {
   );
 }
 
-function TurnView({ turn }: { turn: Turn }) {
-  if (turn.role === "user") {
+/** A message of the person; with `onEdit`, an Edit button turns it into a form that sends the new text. */
+function UserView({ text, onEdit }: { text: string; onEdit?: (text: string) => void }) {
+  const [editing, setEditing] = useState<string | undefined>(undefined);
+  const fieldId = useId();
+  const focus = useCallback((element: HTMLTextAreaElement | null) => element?.focus(), []);
+  if (editing !== undefined && onEdit !== undefined) {
     return (
       <li className="turn turn-user">
         <span className="who">You</span>
-        <p className="text">{turn.text}</p>
+        <form
+          className="edit"
+          onSubmit={(event) => {
+            event.preventDefault();
+            const changed = editing.trim();
+            setEditing(undefined);
+            if (changed !== "" && changed !== text) onEdit(changed);
+          }}
+        >
+          <label htmlFor={fieldId}>Edit your message</label>
+          <textarea id={fieldId} ref={focus} rows={2} value={editing} onChange={(event) => setEditing(event.target.value)} />
+          <div className="actions">
+            <button type="submit">Send edit</button>
+            <button type="button" className="link" onClick={() => setEditing(undefined)}>
+              Cancel
+            </button>
+          </div>
+        </form>
       </li>
     );
   }
-  return <AssistantView turn={turn} />;
+  return (
+    <li className="turn turn-user">
+      <span className="who">You</span>
+      <p className="text">{text}</p>
+      {onEdit !== undefined && (
+        <button type="button" className="link turn-action" onClick={() => setEditing(text)}>
+          Edit
+        </button>
+      )}
+    </li>
+  );
 }
 
-function AssistantView({ turn }: { turn: AssistantTurn }) {
+function AssistantView({ turn, onRegenerate }: { turn: AssistantTurn; onRegenerate?: () => void }) {
   const streaming = turn.status === "streaming";
   return (
     <li className="turn turn-assistant" aria-busy={streaming}>
@@ -194,7 +247,20 @@ function AssistantView({ turn }: { turn: AssistantTurn }) {
       {turn.text !== "" && <p className="text">{turn.text}</p>}
       {streaming && turn.text === "" && <p className="pending">…</p>}
       {turn.status === "suspended" && <p className="note">Waiting for you.</p>}
+      {turn.activity.length === 0 && turn.toolCalls.length > 0 && (
+        <p className="note">
+          Used {turn.toolCalls.map((name, i) => (
+            <code key={`${name}-${i}`}>{name}</code>
+          ))}
+        </p>
+      )}
       {turn.status === "stopped" && <p className="note">Stopped here; the agent may still finish on the server.</p>}
+      {turn.status === "cancelled" && <p className="note">Stopped.</p>}
+      {onRegenerate !== undefined && (
+        <button type="button" className="link turn-action" onClick={onRegenerate}>
+          Regenerate
+        </button>
+      )}
     </li>
   );
 }

@@ -10,69 +10,66 @@
  */
 
 import { AgentError } from "./errors.js";
+import {
+  type HeadersOption,
+  describe,
+  errorFrom,
+  jsonHeaders,
+  newIdempotencyKey,
+  readJSON,
+  requireContext,
+  resolveHeaders,
+  searchOf,
+  sleep,
+} from "./http.js";
 import { type MemoryPage, type MemoryQuery, memorySearch, parseMemoryPage } from "./memory.js";
 import { decodeSSE } from "./sse.js";
 import {
   type AgentInfo,
-  type JSONValue,
+  type CancelResult,
+  type ContextPage,
+  type ContextSummary,
+  type ForkResult,
+  type MessagePage,
   type SendResult,
   type StreamFrame,
+  type TranscriptMessage,
   isDoneFrame,
   parseAgentList,
-  parseErrorBody,
+  parseCancelResult,
+  parseContextPage,
+  parseContextSummary,
+  parseForkResult,
+  parseMessagePage,
   parseSendResult,
   parseStreamFrame,
 } from "./types.js";
 
-/** The text of a message, or the A2A-style message object the server also accepts. */
-export type MessageInput = string | { role: "user"; parts: { text: string }[] };
+import type {
+  AgentClientOptions,
+  CallOptions,
+  Decision,
+  ForkOptions,
+  ListContextsOptions,
+  MessageInput,
+  MessagesOptions,
+  MultitaskPolicy,
+  TurnOptions,
+} from "./options.js";
 
-/** A decision to a tool approval: run the tool, or do not (the model gets the reason). */
-export type ApprovalDecision = { approved: true } | { approved: false; reason?: string };
+export { newIdempotencyKey } from "./http.js";
 
-/**
- * What answers an interrupt: an ApprovalDecision for `approval` interrupts, any JSON
- * (usually the answer text) for `input` interrupts, or `{ cancel: true }` to abandon
- * the suspended run.
- */
-export type Decision = ApprovalDecision | { cancel: true } | JSONValue;
+export type * from "./options.js";
+export type { HeadersOption } from "./http.js";
 
-/** Headers for every request, or a function that returns them (e.g. a fresh token). */
-export type HeadersOption = HeadersInit | (() => HeadersInit | Promise<HeadersInit>);
-
-/** How failed requests and dropped streams are retried. */
-export interface RetryOptions {
-  /** Attempts after the first one; 0 turns retries off. Default 5. */
-  attempts?: number;
-  /** The first delay in milliseconds; it doubles on each attempt, up to 5 s. Default 250. */
-  delayMs?: number;
+interface TurnFields {
+  message?: MessageInput;
+  replace?: string;
+  regenerate?: string;
+  multitask?: MultitaskPolicy;
 }
 
-/** Options of `new AgentClient(...)`. */
-export interface AgentClientOptions {
-  /** The server's base URL, e.g. `http://127.0.0.1:8000`; `""` means the page's origin. */
-  url: string;
-  /** The agent's name, as in `framework.json` (and `GET /agents`). */
-  agent: string;
-  /** Continue this conversation; absent starts a new one (the server mints the id). */
-  contextId?: string;
-  /** Extra headers (e.g. `Authorization`) for every request. */
-  headers?: HeadersOption;
-  /** The fetch to use; defaults to the global one. Tests and proxies inject their own. */
-  fetch?: typeof fetch;
-  /** Called when the context id changes: set by the server, or `undefined` after `reset()`. */
-  onContext?: (contextId: string | undefined) => void;
-  /** Retries of failed requests and dropped streams. */
-  retry?: RetryOptions;
-}
-
-/** Per-call options. */
-export interface CallOptions {
-  /** Aborts the local request or stream; a run already started goes on on the server. */
-  signal?: AbortSignal;
-}
-
-type Body = { message: MessageInput } | { resume: { interruptId: string; decision: Decision } };
+type Body = TurnFields | { resume: { interruptId: string; decision: Decision } };
 
 const RETRYABLE_STATUS = new Set([502, 503, 504]);
 const MAX_DELAY_MS = 5000;
@@ -111,13 +108,19 @@ export class AgentClient {
    * refuses the turn or the stream cannot be resumed, and the abort reason when
    * `signal` aborts.
    */
-  stream(message: MessageInput, options: CallOptions = {}): AsyncGenerator<StreamFrame, void, undefined> {
-    return this.#stream({ message }, options.signal);
+  stream(message: MessageInput | undefined, options: TurnOptions = {}): AsyncGenerator<StreamFrame, void, undefined> {
+    return this.#stream(this.#turnBody(message, options), options.signal);
   }
 
-  /** Run one turn and resolve with its SendResult (`POST /agents/{name}/send`). */
-  async send(message: MessageInput, options: CallOptions = {}): Promise<SendResult> {
-    return this.#send({ message }, options.signal);
+  /**
+   * Run one turn and resolve with its SendResult (`POST /agents/{name}/send`).
+   *
+   * With `replace` it edits a user message; with `regenerate` (and no message) it answers
+   * an assistant message again. Both need the conversation's id, and the server answers
+   * `404 message_not_found` (a MessageNotFoundError) for an id it does not hold.
+   */
+  async send(message: MessageInput | undefined, options: TurnOptions = {}): Promise<SendResult> {
+    return this.#send(this.#turnBody(message, options), options.signal);
   }
 
   /** Answer the pending interrupt `interruptId` and resolve when the run ends or suspends again. */
@@ -192,7 +195,103 @@ export class AgentClient {
     return this.#follow(undefined, contextId, options.signal);
   }
 
+  // -- conversations (SPEC section 3) ----------------------------------------------------
+
+  /** One page of the caller's conversations with this agent, most recently updated first. */
+  async listContexts(options: ListContextsOptions = {}): Promise<ContextPage> {
+    const query = searchOf({ limit: options.limit, cursor: options.cursor });
+    const response = await this.#get(`${this.#agentPath()}/contexts${query}`, options.signal);
+    return parseContextPage(await readJSON(response));
+  }
+
+  /** Every conversation of the caller with this agent, page after page. */
+  async *allContexts(options: Omit<ListContextsOptions, "cursor"> = {}): AsyncGenerator<ContextSummary, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listContexts(cursor === undefined ? options : { ...options, cursor });
+      yield* page.contexts;
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+  }
+
+  /** The summary of one conversation (this one when `contextId` is absent). */
+  async getContext(contextId = this.#contextId, options: CallOptions = {}): Promise<ContextSummary> {
+    const path = this.#contextPath(requireContext(contextId, "read"));
+    return parseContextSummary(await readJSON(await this.#get(path, options.signal)));
+  }
+
+  /** One page of a conversation's transcript, oldest first (this one when `contextId` is absent). */
+  async messages(contextId = this.#contextId, options: MessagesOptions = {}): Promise<MessagePage> {
+    const query = searchOf({ after: options.after, limit: options.limit });
+    const path = `${this.#contextPath(requireContext(contextId, "read"))}/messages${query}`;
+    return parseMessagePage(await readJSON(await this.#get(path, options.signal)));
+  }
+
+  /** The whole transcript (after `after`, when given), page after page. */
+  async *allMessages(
+    contextId = this.#contextId,
+    options: MessagesOptions = {},
+  ): AsyncGenerator<TranscriptMessage, void, undefined> {
+    const id = requireContext(contextId, "read");
+    let after = options.after;
+    for (;;) {
+      const page = await this.messages(id, after === undefined ? options : { ...options, after });
+      yield* page.messages;
+      const last = page.messages.at(-1);
+      if (page.nextCursor === undefined || last === undefined) return;
+      after = last.id;
+    }
+  }
+
+  /**
+   * Stop the conversation's running run on the server (this one when `contextId` is
+   * absent): it ends `cancelled` with a valid history, and its stream gets its `done`
+   * frame. A suspended run is abandoned. Nothing running: a NoActiveRunError.
+   */
+  async cancel(contextId = this.#contextId, options: CallOptions = {}): Promise<CancelResult> {
+    const path = `${this.#contextPath(requireContext(contextId, "cancel"))}/cancel`;
+    const response = await this.#retrying(() => this.#request("POST", path, jsonHeaders(), options.signal, "{}"), options.signal);
+    return parseCancelResult(await readJSON(response));
+  }
+
+  /**
+   * Copy a conversation (this one when `contextId` is absent) into a new one, up to and
+   * including `messageId`, with its AgentState. The source is unchanged, and this client
+   * stays on it: `reset(result.contextId)` moves to the copy.
+   */
+  async fork(contextId = this.#contextId, options: ForkOptions = {}): Promise<ForkResult> {
+    const path = `${this.#contextPath(requireContext(contextId, "fork"))}/fork`;
+    const body: { messageId?: string; contextId?: string } = {};
+    if (options.messageId !== undefined) body.messageId = options.messageId;
+    if (options.contextId !== undefined) body.contextId = options.contextId;
+    const payload = JSON.stringify(body);
+    // not retried: a fork that reached the server and lost its answer would be made twice
+    const response = await this.#request("POST", path, jsonHeaders(), options.signal, payload);
+    if (!response.ok) throw await errorFrom(response);
+    return parseForkResult(await readJSON(response));
+  }
+
   // -- turns -----------------------------------------------------------------------------
+
+  #turnBody(message: MessageInput | undefined, options: TurnOptions): TurnFields {
+    const body: TurnFields = {};
+    if (options.regenerate !== undefined) {
+      if (message !== undefined || options.replace !== undefined) {
+        throw new AgentError("invalid_request", "regenerate takes no message and no replace", 0);
+      }
+      requireContext(this.#contextId, "regenerate in");
+      body.regenerate = options.regenerate;
+    } else {
+      if (message === undefined) throw new AgentError("invalid_request", "a turn needs a message (or regenerate)", 0);
+      body.message = message;
+      if (options.replace !== undefined) {
+        requireContext(this.#contextId, "edit");
+        body.replace = options.replace;
+      }
+    }
+    if (options.multitask !== undefined) body.multitask = options.multitask;
+    return body;
+  }
 
   async #send(body: Body, signal: AbortSignal | undefined): Promise<SendResult> {
     const response = await this.#post("send", body, newIdempotencyKey(), signal);
@@ -264,6 +363,10 @@ export class AgentClient {
 
   #agentPath(): string {
     return `${this.url}/agents/${encodeURIComponent(this.agent)}`;
+  }
+
+  async #get(url: string, signal: AbortSignal | undefined): Promise<Response> {
+    return this.#retrying(() => this.#request("GET", url, { Accept: "application/json" }, signal), signal);
   }
 
   #contextPath(contextId: string): string {
@@ -346,62 +449,3 @@ export async function listAgents(options: Pick<AgentClientOptions, "url" | "head
   return parseAgentList(await readJSON(response));
 }
 
-async function resolveHeaders(option: HeadersOption | undefined): Promise<HeadersInit> {
-  if (option === undefined) return {};
-  return typeof option === "function" ? option() : option;
-}
-
-async function readJSON(response: Response): Promise<unknown> {
-  try {
-    return (await response.json()) as unknown;
-  } catch (error) {
-    throw new AgentError("invalid_response", `the server did not answer JSON (${describe(error)})`, 0, {
-      cause: error,
-    });
-  }
-}
-
-/** The AgentError of a non-2xx response, from its `{"error": {...}}` body when it has one. */
-async function errorFrom(response: Response): Promise<AgentError> {
-  let body: unknown;
-  try {
-    body = JSON.parse(await response.text()) as unknown;
-  } catch {
-    body = undefined;
-  }
-  const error = parseErrorBody(body);
-  if (error !== undefined) return new AgentError(error.code, error.message, response.status);
-  return new AgentError(`http_${response.status}`, `the server answered ${response.status} ${response.statusText}`, response.status);
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-/** A random UUID (version 4); works where `crypto.randomUUID` does not (plain-HTTP pages). */
-export function newIdempotencyKey(): string {
-  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x40;
-  bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;
-  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}

@@ -13,12 +13,17 @@ export {
   type ApprovalDecision,
   type CallOptions,
   type Decision,
+  type ForkOptions,
   type HeadersOption,
+  type ListContextsOptions,
   type MessageInput,
+  type MessagesOptions,
+  type MultitaskPolicy,
   type RetryOptions,
+  type TurnOptions,
   listAgents,
 } from "./client.js";
-export { AgentError } from "./errors.js";
+export { AgentError, ContextExistsError, MessageNotFoundError, NoActiveRunError } from "./errors.js";
 export type { MemoryItem, MemoryPage, MemoryQuery } from "./memory.js";
 export { type SSEFrame, type SSESource, SSEDecoder, decodeSSE } from "./sse.js";
 export {
@@ -36,13 +41,18 @@ export {
 } from "./store.js";
 export type {
   AgentInfo,
+  CancelResult,
+  ContextPage,
+  ContextSummary,
   DoneFrame,
   ErrorBody,
   ErrorEvent,
   EventFrame,
+  ForkResult,
   Interrupt,
   InterruptEvent,
   JSONValue,
+  MessagePage,
   RunEvent,
   RunStatus,
   SendResult,
@@ -53,6 +63,7 @@ export type {
   TokenEvent,
   ToolCallEvent,
   ToolResultEvent,
+  TranscriptMessage,
   Usage,
 } from "./types.js";
 export { RUN_EVENT_TYPES, isDoneFrame, parseStreamFrame, toSendResult } from "./types.js";

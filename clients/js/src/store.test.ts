@@ -60,7 +60,7 @@ describe("applyFrame over a recorded run", () => {
   it("starts a turn: a user turn, an empty assistant turn, status streaming", () => {
     expect(sent.status).toBe("streaming");
     expect(sent.turns).toEqual([
-      { id: "turn-0", role: "user", text: "What time is it?" },
+      { id: "turn-0", role: "user", text: "What time is it?", messageId: undefined },
       {
         id: "turn-1",
         role: "assistant",
@@ -70,6 +70,9 @@ describe("applyFrame over a recorded run", () => {
         activity: [],
         status: "streaming",
         agent: undefined,
+        toolCalls: [],
+        messageId: undefined,
+        messageIds: [],
       },
     ]);
   });

@@ -10,7 +10,7 @@
  * and activity, a status, the last error, the context id and the pending interrupt.
  */
 
-import type { ErrorBody, Interrupt, RunStatus, StreamFrame } from "./types.js";
+import type { ErrorBody, Interrupt, RunStatus, StreamFrame, TranscriptMessage } from "./types.js";
 import { isDoneFrame } from "./types.js";
 
 /** What the chat is doing: a turn is `streaming`, a run waits for a human (`suspended`), or it failed (`error`). */
@@ -21,6 +21,8 @@ export interface UserTurn {
   readonly id: string;
   readonly role: "user";
   readonly text: string;
+  /** Its `msg-` id once the transcript holds it (what `edit` takes); undefined until then. */
+  readonly messageId: string | undefined;
 }
 
 /** One tool execution of a run: its name and how it is going. */
@@ -47,6 +49,12 @@ export interface AssistantTurn {
   readonly status: "streaming" | "stopped" | RunStatus;
   /** The swarm member that produced the latest frame, if the agent is a swarm. */
   readonly agent: string | undefined;
+  /** The names of the tools the run called, from its `done` frame or the transcript. */
+  readonly toolCalls: readonly string[];
+  /** The `msg-` id of its first transcript message (what `regenerate` takes); undefined until known. */
+  readonly messageId: string | undefined;
+  /** Every transcript message this turn shows: a run that calls tools writes several. */
+  readonly messageIds: readonly string[];
 }
 
 /** One entry of the transcript. */
@@ -80,7 +88,17 @@ export type StoreAction =
   /** The person stopped the local stream. */
   | { type: "stop" }
   /** Forget the transcript; with `contextId`, continue that conversation. */
-  | { type: "reset"; contextId?: string | undefined };
+  | { type: "reset"; contextId?: string | undefined }
+  /**
+   * Transcript messages arrived: all of them (`after` absent), or those after the message
+   * `after`. The turns they cover replace the view's turns from there on, keeping the
+   * thinking and tool activity a live turn of the same run showed.
+   */
+  | { type: "transcript"; messages: readonly TranscriptMessage[]; after?: string | undefined }
+  /** An edit was sent: the turns from that user message on are dropped, then a new turn starts. */
+  | { type: "edit"; messageId: string; text: string }
+  /** A regenerate was sent: the turns from that assistant message on are dropped, then a new answer starts. */
+  | { type: "regenerate"; messageId: string };
 
 /** An empty view, optionally of an existing conversation. */
 export function initialView(contextId?: string): AgentView {
@@ -109,7 +127,38 @@ export function applyAction(view: AgentView, action: StoreAction): AgentView {
       return view.status === "streaming" ? endLocally({ ...view, status: "idle" }) : view;
     case "reset":
       return initialView(action.contextId);
+    case "transcript":
+      return applyTranscript(view, action.messages, action.after);
+    case "edit": {
+      const index = view.turns.findIndex((t) => t.role === "user" && t.messageId === action.messageId);
+      return startTurn(index === -1 ? view : { ...view, turns: view.turns.slice(0, index) }, action.text);
+    }
+    case "regenerate": {
+      const index = view.turns.findIndex((t) => t.role === "assistant" && t.messageId === action.messageId);
+      const kept = index === -1 ? view.turns : view.turns.slice(0, index);
+      return {
+        ...view,
+        turns: [...kept, emptyAssistant(`turn-${view.turns.length}`, undefined)],
+        thinking: "",
+        activity: [],
+        status: "streaming",
+        error: undefined,
+      };
+    }
   }
+}
+
+/**
+ * The id of the last transcript message the view holds, or undefined: what a client asks
+ * the transcript for messages `after`, to learn the ids of the turns it streamed.
+ */
+export function lastMessageId(view: AgentView): string | undefined {
+  for (let i = view.turns.length - 1; i >= 0; i -= 1) {
+    const turn = view.turns[i];
+    const id = turn?.role === "assistant" ? turn.messageIds.at(-1) : turn?.messageId;
+    if (id !== undefined) return id;
+  }
+  return undefined;
 }
 
 /** The view after one stream frame. Pure. */
@@ -126,7 +175,7 @@ export function applyFrame(view: AgentView, frame: StreamFrame): AgentView {
         error: failed ? (frame.error ?? view.error ?? { code: "run_failed", message: "the run failed" }) : view.error,
       },
       frame,
-      (turn) => ({ ...turn, text: frame.text, status: frame.status }),
+      (turn) => ({ ...turn, text: frame.text, status: frame.status, toolCalls: frame.toolCalls }),
     );
   }
   const event = frame.event;
@@ -198,7 +247,7 @@ export class AgentStore {
 
 function startTurn(view: AgentView, text: string): AgentView {
   const n = view.turns.length;
-  const user: UserTurn = { id: `turn-${n}`, role: "user", text };
+  const user: UserTurn = { id: `turn-${n}`, role: "user", text, messageId: undefined };
   return {
     ...view,
     turns: [...view.turns, user, emptyAssistant(`turn-${n + 1}`, undefined)],
@@ -210,7 +259,75 @@ function startTurn(view: AgentView, text: string): AgentView {
 }
 
 function emptyAssistant(id: string, runId: string | undefined): AssistantTurn {
-  return { id, role: "assistant", runId, text: "", thinking: "", activity: [], status: "streaming", agent: undefined };
+  return {
+    id,
+    role: "assistant",
+    runId,
+    text: "",
+    thinking: "",
+    activity: [],
+    status: "streaming",
+    agent: undefined,
+    toolCalls: [],
+    messageId: undefined,
+    messageIds: [],
+  };
+}
+
+/** The view with the turns from `after` on rebuilt from transcript messages (see StoreAction). */
+function applyTranscript(view: AgentView, messages: readonly TranscriptMessage[], after: string | undefined): AgentView {
+  let keep = 0;
+  if (after !== undefined) {
+    keep = view.turns.findIndex((t) => (t.role === "assistant" ? t.messageIds.at(-1) : t.messageId) === after) + 1;
+    if (keep === 0) return view; // the view moved on (a reset, an edit): this answer is stale
+  }
+  if (after !== undefined && messages.length === 0) return view;
+  // The turns the transcript replaces: a run it holds shows its live detail; a run it does
+  // not hold (cancelled, failed, never committed) stays in the view where it was.
+  const stored = new Set(messages.map((m) => m.runId));
+  const live = new Map<string, AssistantTurn>();
+  const unmatched: Turn[] = [];
+  let asked: UserTurn | undefined;
+  for (const turn of view.turns.slice(keep)) {
+    if (turn.role === "user") {
+      if (asked !== undefined) unmatched.push(asked);
+      asked = turn.messageId === undefined ? turn : undefined;
+    } else if (turn.runId !== undefined && stored.has(turn.runId)) {
+      live.set(turn.runId, turn);
+      asked = undefined;
+    } else {
+      unmatched.push(...(asked === undefined ? [] : [asked]), turn);
+      asked = undefined;
+    }
+  }
+  const turns: Turn[] = [...view.turns.slice(0, keep), ...unmatched];
+  for (const message of messages) {
+    const last = turns.at(-1);
+    if (message.role === "user") {
+      turns.push({ id: message.id, role: "user", text: message.text, messageId: message.id });
+    } else if (last?.role === "assistant" && last.runId !== undefined && last.runId === message.runId) {
+      turns[turns.length - 1] = {
+        ...last,
+        text: [last.text, message.text].filter((t) => t !== "").join("\n\n"),
+        toolCalls: [...last.toolCalls, ...(message.toolCalls ?? [])],
+        messageIds: [...last.messageIds, message.id],
+        agent: message.agent ?? last.agent,
+      };
+    } else {
+      const shown = message.runId === undefined ? undefined : live.get(message.runId);
+      turns.push({
+        ...(shown ?? emptyAssistant(message.id, message.runId)),
+        text: message.text,
+        status: "completed",
+        agent: message.agent ?? shown?.agent,
+        toolCalls: message.toolCalls ?? [],
+        messageId: message.id,
+        messageIds: [message.id],
+      });
+    }
+  }
+  const latest = [...turns].reverse().find((t): t is AssistantTurn => t.role === "assistant");
+  return { ...view, turns, thinking: latest?.thinking ?? "", activity: latest?.activity ?? [] };
 }
 
 /**

@@ -293,6 +293,93 @@ export function parseAgentList(value: unknown): AgentInfo[] {
   }
 }
 
+// -- SPEC section 3: conversations, transcripts and message ids -------------------------
+
+const contextSummarySchema = object({
+  contextId: string,
+  title: string,
+  createdAt: string,
+  updatedAt: string,
+  messageCount: integer,
+  status: literal("idle", "running", "suspended"),
+  interrupt: optional(interruptSchema),
+});
+
+const transcriptMessageSchema = object({
+  id: string,
+  role: literal("user", "assistant"),
+  text: string,
+  toolCalls: optional(array(string)),
+  runId: optional(string),
+  createdAt: optional(string),
+  agent: optional(string),
+});
+
+const cursor = optional(string);
+const contextPageSchema = object({ contexts: array(contextSummarySchema), nextCursor: cursor });
+const messagePageSchema = object({ messages: array(transcriptMessageSchema), nextCursor: cursor });
+const cancelResultSchema = object({ runId: string, status: literal("cancelling") });
+const forkResultSchema = object({ contextId: string });
+
+/**
+ * One conversation of the caller with an agent: `GET /agents/{name}/contexts[/{id}]`.
+ * `title` is the first user message cut to 80 characters (empty with `server.transcript:
+ * false`); `interrupt` is set while `status` is `suspended`.
+ */
+export type ContextSummary = Infer<typeof contextSummarySchema>;
+
+/**
+ * One user or assistant message of the transcript, the read-only view of what the agent
+ * remembers: `id` is the stable `msg-` id that `replace`, `regenerate` and `fork` take.
+ * `toolCalls` names the tools the message called; `agent` is the swarm member that wrote it.
+ */
+export type TranscriptMessage = Infer<typeof transcriptMessageSchema>;
+
+/** A page of the context list; `nextCursor` is absent on the last page. */
+export type ContextPage = Infer<typeof contextPageSchema>;
+
+/** A page of the transcript, oldest first; `nextCursor` is absent on the last page. */
+export type MessagePage = Infer<typeof messagePageSchema>;
+
+/** The answer of `POST …/cancel`: the run being stopped. */
+export type CancelResult = Infer<typeof cancelResultSchema>;
+
+/** The answer of `POST …/fork`: the new context. */
+export type ForkResult = Infer<typeof forkResultSchema>;
+
+function parseWith<T>(schema: Schema<T>, value: unknown, what: string): T {
+  try {
+    return schema.parse(value, "body");
+  } catch (error) {
+    throw error instanceof SchemaError ? invalid(what, error) : error;
+  }
+}
+
+/** Parse the body of `GET /agents/{name}/contexts`. */
+export function parseContextPage(value: unknown): ContextPage {
+  return parseWith(contextPageSchema, value, "context list");
+}
+
+/** Parse the body of `GET /agents/{name}/contexts/{id}`. */
+export function parseContextSummary(value: unknown): ContextSummary {
+  return parseWith(contextSummarySchema, value, "context summary");
+}
+
+/** Parse the body of `GET /agents/{name}/contexts/{id}/messages`. */
+export function parseMessagePage(value: unknown): MessagePage {
+  return parseWith(messagePageSchema, value, "transcript page");
+}
+
+/** Parse the body of `POST /agents/{name}/contexts/{id}/cancel`. */
+export function parseCancelResult(value: unknown): CancelResult {
+  return parseWith(cancelResultSchema, value, "cancel answer");
+}
+
+/** Parse the body of `POST /agents/{name}/contexts/{id}/fork`. */
+export function parseForkResult(value: unknown): ForkResult {
+  return parseWith(forkResultSchema, value, "fork answer");
+}
+
 /** Parse and validate a SendResult (the JSON body of `send`). */
 export function parseSendResult(value: unknown): SendResult {
   try {

@@ -36,8 +36,14 @@ export interface UseAgentResult extends AgentView {
   resume: (decision: Decision) => Promise<SendResult>;
   /** Start a new conversation, or continue `contextId`. */
   reset: (contextId?: string) => void;
-  /** Stop the local stream; the server's run goes on. */
-  stop: () => void;
+  /** Stop the turn: cancel its run on the server (see `AgentChat.stop`). */
+  stop: () => Promise<void>;
+  /** Edit a user message by its `messageId` (see `AgentChat.edit`). */
+  edit: (messageId: string, text: string) => Promise<SendResult>;
+  /** Answer an assistant message again, by its `messageId` (see `AgentChat.regenerate`). */
+  regenerate: (messageId: string) => Promise<SendResult>;
+  /** Read the conversation's transcript into `turns` again (see `AgentChat.load`). */
+  load: () => Promise<void>;
   /** Forget the conversation on the server, then start a new one. */
   deleteContext: () => Promise<void>;
   /** Follow the conversation's latest run (e.g. after a reload); see `AgentChat.attach`. */
@@ -48,7 +54,8 @@ export interface UseAgentResult extends AgentView {
  * Chat with one agent of an agentkeel server.
  *
  * The hook holds an AgentChat per `url` and `agent`, and re-renders on every change of
- * its view. It is safe under StrictMode's double effects, and a stream still running at
+ * its view. Given a `contextId`, it loads that conversation's transcript into `turns`
+ * on mount (and on a switch), so a reloaded page shows the conversation again. It is safe under StrictMode's double effects, and a stream still running at
  * unmount is aborted without any further state update.
  */
 export function useAgent(options: UseAgentOptions): UseAgentResult {
@@ -79,8 +86,11 @@ export function useAgent(options: UseAgentOptions): UseAgentResult {
 
   const view = useSyncExternalStore(chat.subscribe, chat.getSnapshot, chat.getSnapshot);
 
+  // A given (or switched-to) conversation shows its transcript, so a reload shows the chat.
   useEffect(() => {
-    if (contextId !== undefined && contextId !== chat.contextRef.current) chat.reset(contextId);
+    if (contextId === undefined) return;
+    if (contextId !== chat.contextRef.current) chat.reset(contextId);
+    if (chat.getSnapshot().turns.length === 0) chat.load().catch(() => undefined);
   }, [chat, contextId]);
 
   useEffect(() => () => void chat.abort(), [chat]);
@@ -92,6 +102,9 @@ export function useAgent(options: UseAgentOptions): UseAgentResult {
       resume: (decision: Decision) => chat.resume(decision),
       reset: (id?: string) => chat.reset(id),
       stop: () => chat.stop(),
+      edit: (messageId: string, text: string) => chat.edit(messageId, text),
+      regenerate: (messageId: string) => chat.regenerate(messageId),
+      load: () => chat.load(),
       deleteContext: () => chat.deleteContext(),
       attach: () => chat.attach(),
     }),

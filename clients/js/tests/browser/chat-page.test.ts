@@ -121,7 +121,12 @@ describe.skipIf(skip !== undefined)("the chat page", () => {
     page = await context.newPage();
     page.setDefaultTimeout(15_000);
     page.on("console", (entry) => {
-      if (entry.type() === "error") consoleErrors.push(entry.text());
+      if (entry.type() !== "error") return;
+      // SPEC answers the transcript with 404 when `server.transcript` is false (and a server
+      // without conversations does too): the page goes on without history, but the browser
+      // logs the failed load. Only that 404, on that endpoint, is expected.
+      const transcript404 = /\/contexts\/[^/]+\/messages/.test(entry.location().url) && entry.text().includes("404");
+      if (!transcript404) consoleErrors.push(entry.text());
     });
     page.on("pageerror", (error) => consoleErrors.push(error.message));
   });

@@ -95,3 +95,18 @@ export function writeJSON(response: ServerResponse, status: number, body: unknow
   response.writeHead(status, { "Content-Type": "application/json" });
   response.end(JSON.stringify(body));
 }
+
+const CONVERSATION_PATH = /^\/agents\/[^/]+\/contexts(\/[^/]+(\/(messages|cancel|fork))?)?(\?.*)?$/;
+
+/**
+ * Answer SPEC section 3's conversation endpoints (list, summary, transcript, cancel,
+ * fork) with `404 not_found`, as a server without them (or with `server.transcript:
+ * false`, for the transcript) does; every other request goes to `handler`.
+ */
+export function withoutConversations(handler: Handler): Handler {
+  return (request, response, index) => {
+    const conversational = CONVERSATION_PATH.test(request.path) && !(request.method === "DELETE");
+    if (conversational) return writeJSON(response, 404, { error: { code: "not_found", message: "not found" } });
+    return handler(request, response, index);
+  };
+}
