@@ -13,7 +13,6 @@ from openai import OpenAI
 from bindings_openai.conftest import Served
 from e2e import SECRET_INPUT, SECRET_OUTPUT
 
-
 _open: list[OpenAI] = []
 
 
@@ -224,7 +223,8 @@ def test_exposed_tools_cross_the_wire_and_others_do_not(served: Served) -> None:
         model="scripted", messages=[{"role": "user", "content": "weather Oslo"}], stream=True
     )
     chunks = list(stream)
-    events = [c.model_extra["agentkeel"]["event"] for c in chunks if c.model_extra.get("agentkeel")]
+    extras = [c.model_extra or {} for c in chunks]
+    events = [extra["agentkeel"]["event"] for extra in extras if "agentkeel" in extra]
     assert [e["type"] for e in events] == ["tool_call", "tool_result"]
     assert events[0]["input"] == {"city": "Oslo"}
     assert events[1]["output"] == {"city": "Oslo", "celsius": 4}

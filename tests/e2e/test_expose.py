@@ -34,14 +34,19 @@ async def test_exposed_frames_carry_input_and_output(served: Served) -> None:  #
     async with httpx.AsyncClient(base_url=served.url, timeout=10) as client:
         frames = await stream_turn(client, "scripted", {"message": "weather Oslo"})
         hidden = await stream_turn(client, "scripted", {"message": "secret"})
-    events = [f.data["event"] for f in frames if "event" in f.data]
+    events = [f.event for f in frames if not f.done]
     call = next(e for e in events if e["type"] == "tool_call")
     result = next(e for e in events if e["type"] == "tool_result")
-    assert call == {"type": "tool_call", "id": call["id"], "name": "weather", "input": {"city": "Oslo"}}
+    assert call == {
+        "type": "tool_call",
+        "id": call["id"],
+        "name": "weather",
+        "input": {"city": "Oslo"},
+    }
     assert result["output"] == {"city": "Oslo", "celsius": 4}
     wire = json.dumps([f.data for f in hidden])
     assert SECRET_INPUT not in wire and SECRET_OUTPUT not in wire
-    hidden_events = [f.data["event"] for f in hidden if "event" in f.data]
+    hidden_events = [f.event for f in hidden if not f.done]
     for event in hidden_events:
         if event["type"] in ("tool_call", "tool_result"):
             assert "input" not in event and "output" not in event

@@ -167,9 +167,10 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     )
     binding = A2ABinding(runtime, authenticator)
     # the bindings of SPEC 10, on the same runtime facade
+    from agentkeel.bindings.agui import AGUIBinding
     from agentkeel.bindings.openai import OpenAIBinding
 
-    chat_completions = OpenAIBinding(runtime)
+    chat_completions, ag_ui = OpenAIBinding(runtime), AGUIBinding(runtime)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -216,6 +217,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
             *(routes or []),
             *binding.routes,
             *chat_completions.routes,
+            *ag_ui.routes,
             *_routes(settings),
         ],
         middleware=middleware,
