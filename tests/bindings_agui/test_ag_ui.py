@@ -106,17 +106,29 @@ def test_interrupt_resume_and_replayed_resume(served: Served, tool_log: Path) ->
     (interrupt,) = outcome.interrupts
     assert interrupt.id.startswith("int-") and interrupt.reason == "tool_approval"
     assert interrupt.tool_call_id and "delete_file" in (interrupt.message or "")
+    reloaded = run(served, "thread-approve", [])  # a reloaded page learns of it
+    assert reloaded[-1].outcome.type == "interrupt"
+    assert reloaded[-1].outcome.interrupts[0].id == interrupt.id
+    assert reloaded[-1].outcome.interrupts[0].tool_call_id == interrupt.tool_call_id
+    assert [m.content for m in reloaded[1].messages] == ["delete notes.txt"]
     pending = run(served, "thread-approve", [user("hello")])
     assert types(pending)[-1] == "RUN_ERROR" and pending[-1].code == "interrupt_pending"
     resume = [{"interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}]
     resumed = run(served, "thread-approve", [], resume=resume)
     assert resumed[-1].outcome.type == "success"
     assert text(resumed) == "tools said delete_file success"
+    assert [m.content for m in resumed[1].messages] == ["delete notes.txt"]
     starts = [e for e in resumed if e.type == EventType.TOOL_CALL_START]
     assert [e.tool_call_name for e in starts] == ["delete_file"]
     assert starts[0].tool_call_id == interrupt.tool_call_id
     replayed = run(served, "thread-approve", [], resume=resume)
     assert types(replayed) == types(resumed) and text(replayed) == text(resumed)
+    after = run(served, "thread-approve", [])
+    assert after[-1].outcome.type == "success"
+    assert [m.content for m in after[1].messages] == [
+        "delete notes.txt",
+        "tools said delete_file success",
+    ]
     assert tool_runs(tool_log) == ["delete_file notes.txt"]  # it ran once
     other = [{"interruptId": interrupt.id, "status": "resolved", "payload": False}]
     refused = run(served, "thread-approve", [], resume=other)

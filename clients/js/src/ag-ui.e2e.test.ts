@@ -90,6 +90,12 @@ describe.skipIf(skip !== undefined)("HttpAgent against agentkeel", () => {
     expect(interrupt?.reason).toBe("tool_approval");
     expect(interrupt?.message).toContain("delete_file");
 
+    // a page reloaded meanwhile learns of the pending approval from the server
+    const reloaded = agent(threadId);
+    await run(reloaded);
+    expect(reloaded.pendingInterrupts.map((i) => i.id)).toEqual([interrupt?.id]);
+    expect(texts(reloaded.messages)).toEqual([["user", "Delete notes.txt"]]);
+
     const resume = [{ interruptId: interrupt?.id ?? "", status: "resolved" as const, payload: { approved: true } }];
     const resumed = await run(chat, { resume });
     expect(resumed.at(-1)).toMatchObject({ type: "RUN_FINISHED", outcome: { type: "success" } });

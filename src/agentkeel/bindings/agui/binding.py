@@ -33,8 +33,8 @@ from agentkeel.errors import AgentkeelError, InvalidRequestError, StorageError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.facade import RunFacade
 from agentkeel.runtime.runs import RunJob
-from agentkeel.runtime.wire import SendRequest
-from agentkeel.storage.base import SessionKey
+from agentkeel.runtime.wire import SendRequest, interrupt_json
+from agentkeel.storage.base import RunRecord, SessionKey
 
 __all__ = ["AGUIBinding"]
 
@@ -89,6 +89,11 @@ class AGUIBinding:
         try:
             snapshot = await self._transcript(key)
             known = {item["id"] for item in snapshot}
+            pending = await self._suspended(key)
+            if pending is not None and isinstance(pending.input, str) and pending.input:
+                # the suspended turn is not committed yet: show what it answers
+                waiting = {"id": f"{pending.run_id}:input", "role": "user"}
+                snapshot.append({**waiting, "content": pending.input})
             new = parsed.last_user if parsed.resume is None else None
             if new is not None and new.id in known:
                 new = None  # the client's copy ends with a message the server has
@@ -100,10 +105,19 @@ class AGUIBinding:
             yield _encode(run_error(exc.code, _shown(exc)))
             return
         if job is None:
-            yield _encode({**mapper.finished({"status": "completed"}, [])[-1]})
+            # nothing to run; a reloaded page learns of an approval still pending
+            waiting_for = [] if pending is None else _record_interrupts(pending)
+            status = "suspended" if waiting_for else "completed"
+            for event in mapper.finished({"status": status}, waiting_for):
+                yield _encode(event)
             return
         async for chunk in self._follow(key, job, mapper):
             yield chunk
+
+    async def _suspended(self, key: SessionKey) -> RunRecord | None:
+        """The context's latest run while it waits for a decision."""
+        record = await self.runtime.framework.storage.latest_run(key)
+        return record if record is not None and record.status == "suspended" else None
 
     async def _transcript(self, key: SessionKey) -> list[JSONObject]:
         snapshot = await self.runtime.framework.storage.load(key)
@@ -170,6 +184,14 @@ class AGUIBinding:
                 if item.id == native.get("id"):
                     call_id = item.call_id
         return [interrupt_of(native, call_id)]
+
+
+def _record_interrupts(record: RunRecord) -> list[JSONObject]:
+    """The AG-UI interrupt a suspended run's record waits for (the first, as natively)."""
+    if not record.interrupts:
+        return []
+    item = record.interrupts[0]
+    return [interrupt_of(interrupt_json(item), item.call_id)]
 
 
 def _shown(exc: AgentkeelError) -> str:
