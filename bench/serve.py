@@ -314,8 +314,8 @@ def report(rows: list[Figures]) -> None:
         for scenario in SCENARIOS[1:]:
             ours = by_key.get((scenario, concurrency))
             name, target = (MEMORY, "1.3x") if scenario in BINDINGS else ("floor", "2x")
-            base = by_key[(name, concurrency)]
-            if ours is None:
+            base = by_key.get((name, concurrency))
+            if ours is None or base is None:
                 continue
             if ours.cpu_ms_per_turn is None or not base.cpu_ms_per_turn:
                 print(f"concurrency {concurrency}: CPU ratio n/a (no /proc)")
@@ -333,13 +333,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=320, help="measured turns per scenario")
     parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL ('' for none)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated scenarios to run (default: all of them)"
+    )
     parser.add_argument("--serve", choices=SCENARIOS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.dir)
         return
     postgres = LOCAL_POSTGRES if args.postgres is None and _listening(5432) else args.postgres
-    kinds = [kind for kind in SCENARIOS if kind != POSTGRES or postgres]
+    chosen = {name.strip() for name in args.only.split(",") if name.strip()} or set(SCENARIOS)
+    kinds = [kind for kind in SCENARIOS if kind in chosen and (kind != POSTGRES or postgres)]
     schema = f"bench_serve_{os.getpid()}"
     if postgres:
         joiner = "&" if "?" in postgres else "?"

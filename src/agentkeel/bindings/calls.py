@@ -20,7 +20,7 @@ from agentkeel.runtime.coordination import RunStream
 from agentkeel.runtime.facade import RunFacade
 from agentkeel.storage.base import SessionKey
 
-__all__ = ["context_key", "frames", "principal_of"]
+__all__ = ["batches", "context_key", "principal_of"]
 
 
 def principal_of(request: Request) -> str | None:
@@ -38,17 +38,15 @@ def context_key(request: Request, definition: str, context_id: object) -> Sessio
     )
 
 
-async def frames(
+async def batches(
     runtime: RunFacade, stream: RunStream, after: int
-) -> AsyncGenerator[JSONObject | None, None]:
-    """The frame data after id `after` up to a done frame; None for a heartbeat.
+) -> AsyncGenerator[list[JSONObject], None]:
+    """The frame data after id `after` up to a done frame, in the batches they came in.
 
-    None means nothing came for ``server.heartbeatSeconds``: a streaming binding sends
-    its protocol's keep-alive then, so that proxies keep the connection open.
+    Frames that arrived together leave together, so a binding writes a burst of tokens
+    at once (as the native wire does); an empty batch means nothing came for
+    ``server.heartbeatSeconds``, when a streaming binding sends its keep-alive.
     """
-    async with aclosing(runtime.follow(stream, after)) as batches:
-        async for batch in batches:
-            if not batch:
-                yield None
-            for frame in batch:
-                yield frame.data
+    async with aclosing(runtime.follow(stream, after)) as followed:
+        async for batch in followed:
+            yield [frame.data for frame in batch]

@@ -25,10 +25,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from agentkeel.bindings.agui.events import EventMapper, interrupt_of, run_error
+from agentkeel.bindings.agui.events import EventMapper, encode, interrupt_of, run_error
 from agentkeel.bindings.agui.request import InputMessage, RunAgentInput, parse_run_input
 from agentkeel.bindings.agui.snapshot import snapshot_event, transcript_messages
-from agentkeel.bindings.calls import context_key, frames
+from agentkeel.bindings.calls import batches, context_key
 from agentkeel.errors import AgentkeelError, InvalidRequestError, StorageError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.facade import RunFacade
@@ -38,12 +38,7 @@ from agentkeel.storage.base import RunRecord, SessionKey
 
 __all__ = ["AGUIBinding"]
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _KEEP_ALIVE = b": keep-alive\n\n"
-
-
-def _encode(event: JSONObject) -> bytes:
-    return b"data: %s\n\n" % _ENCODER.encode(event).encode("utf-8")
 
 
 def _error(status: int, code: str, message: str) -> Response:
@@ -85,7 +80,7 @@ class AGUIBinding:
 
     async def _events(self, key: SessionKey, parsed: RunAgentInput) -> AsyncIterator[bytes]:
         mapper = EventMapper(key.context_id, parsed.run_id)
-        yield _encode(mapper.started())
+        yield encode(mapper.started())
         try:
             snapshot = await self._transcript(key)
             known = {item["id"] for item in snapshot}
@@ -99,17 +94,17 @@ class AGUIBinding:
                 new = None  # the client's copy ends with a message the server has
             if new is not None:
                 snapshot.append({"id": new.id, "role": "user", "content": new.text()})
-            yield _encode(snapshot_event(snapshot))
+            yield encode(snapshot_event(snapshot))
             job = await self._submit(key, parsed, new)
         except AgentkeelError as exc:
-            yield _encode(run_error(exc.code, _shown(exc)))
+            yield encode(run_error(exc.code, _shown(exc)))
             return
         if job is None:
             # nothing to run; a reloaded page learns of an approval still pending
             waiting_for = [] if pending is None else _record_interrupts(pending)
             status = "suspended" if waiting_for else "completed"
             for event in mapper.finished({"status": status}, waiting_for):
-                yield _encode(event)
+                yield encode(event)
             return
         async for chunk in self._follow(key, job, mapper):
             yield chunk
@@ -158,18 +153,20 @@ class AGUIBinding:
     ) -> AsyncIterator[bytes]:
         if job.channel is None:
             raise RuntimeError("internal error: a started turn has no channel")
-        async with aclosing(frames(self.runtime, job.channel, job.start_after)) as stream:
-            async for frame in stream:
-                if frame is None:
+        async with aclosing(batches(self.runtime, job.channel, job.start_after)) as stream:
+            async for batch in stream:
+                if not batch:
                     yield _KEEP_ALIVE
-                elif frame.get("done") is True:
-                    interrupts = await self._interrupts(key, frame)
-                    for event in mapper.finished(frame, interrupts):
-                        yield _encode(event)
-                    return
-                else:
-                    for event in mapper.event(frame):
-                        yield _encode(event)
+                out: list[bytes] = []
+                for frame in batch:
+                    if frame.get("done") is True:
+                        interrupts = await self._interrupts(key, frame)
+                        out.extend(encode(event) for event in mapper.finished(frame, interrupts))
+                        yield b"".join(out)
+                        return
+                    out.append(mapper.encoded(frame))
+                if out:  # a burst of frames is one write, as on the native wire
+                    yield b"".join(out)
 
     async def _interrupts(self, key: SessionKey, done: JSONObject) -> list[JSONObject]:
         """The AG-UI interrupts of a suspended run, bound to their tool calls."""

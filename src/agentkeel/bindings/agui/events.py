@@ -21,7 +21,14 @@ from collections.abc import Mapping
 
 from agentkeel.messages import JSONObject, JSONValue
 
-__all__ = ["EventMapper", "interrupt_of", "run_error"]
+__all__ = ["EventMapper", "encode", "interrupt_of", "run_error"]
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def encode(event: Mapping[str, JSONValue]) -> bytes:
+    """One event as an SSE ``data:`` line."""
+    return b"data: %s\n\n" % _ENCODER.encode(event).encode("utf-8")
 
 
 def run_error(code: str, message: str) -> JSONObject:
@@ -112,6 +119,28 @@ class EventMapper:
                 {"type": "SUBAGENT_STARTED", "subagentRunId": self._member[1], "name": name}
             )
         return events
+
+    def encoded(self, frame: JSONObject) -> bytes:
+        """`event` as SSE bytes (empty when the frame shows nothing).
+
+        A token inside an open text message is the same bytes around its text's JSON,
+        so the per-token cost is that of one string, not of a whole event object.
+        """
+        event = frame.get("event")
+        if (
+            self._text is not None
+            and self._member is None
+            and frame.get("agent") is None
+            and isinstance(event, dict)
+            and event.get("type") == "token"
+        ):
+            text = event.get("text")
+            if isinstance(text, str) and text:
+                prefix = b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":%s,"delta":' % (
+                    _ENCODER.encode(self._text).encode("utf-8")
+                )
+                return b"%s%s}\n\n" % (prefix, _ENCODER.encode(text).encode("utf-8"))
+        return b"".join(encode(item) for item in self.event(frame))
 
     def started(self) -> JSONObject:
         """RUN_STARTED."""

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from agentkeel.bindings.calls import context_key, frames
+from agentkeel.bindings.calls import batches, context_key
 from agentkeel.bindings.openai.completion import CompletionMapper, encode_event
 from agentkeel.bindings.openai.errors import ModelNotFoundError, error_json, error_response
 from agentkeel.bindings.openai.request import ChatRequest, parse_chat_request
@@ -153,13 +153,12 @@ class OpenAIBinding:
     async def _collect(self, job: RunJob, mapper: CompletionMapper) -> JSONObject:
         if job.channel is None:
             raise RuntimeError("internal error: a started turn has no channel")
-        async with aclosing(frames(self.runtime, job.channel, job.start_after)) as stream:
-            async for frame in stream:
-                if frame is None:
-                    continue
-                if frame.get("done") is True:
-                    return frame
-                mapper.event(frame)
+        async with aclosing(batches(self.runtime, job.channel, job.start_after)) as stream:
+            async for batch in stream:
+                for frame in batch:
+                    if frame.get("done") is True:
+                        return frame
+                    mapper.event(frame)
         raise RuntimeError("internal error: a run's frames ended without a done frame")
 
     def _failed(self, done: JSONObject) -> Response:
@@ -176,16 +175,20 @@ class OpenAIBinding:
         if job.channel is None:
             raise RuntimeError("internal error: a started turn has no channel")
         try:
-            async with aclosing(frames(self.runtime, job.channel, job.start_after)) as stream:
-                async for frame in stream:
-                    if frame is None:
+            async with aclosing(batches(self.runtime, job.channel, job.start_after)) as stream:
+                async for batch in stream:
+                    if not batch:
                         yield _KEEP_ALIVE
-                    elif frame.get("done") is True:
-                        for chunk in self._ending(frame, mapper, include_usage):
-                            yield chunk
-                        return
-                    elif (event := mapper.event(frame)) is not None:
-                        yield encode_event(event)
+                    out: list[bytes] = []
+                    for frame in batch:
+                        if frame.get("done") is True:
+                            out.extend(self._ending(frame, mapper, include_usage))
+                            yield b"".join(out)
+                            return
+                        if (encoded := mapper.encoded(frame)) is not None:
+                            out.append(encoded)
+                    if out:  # a burst of frames is one write, as on the native wire
+                        yield b"".join(out)
         finally:
             await self._forget(forget, job)
 

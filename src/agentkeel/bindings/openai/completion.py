@@ -82,9 +82,12 @@ class CompletionMapper:
         self.context_id = context_id
         self.created = int(time.time())
         self.id = "chatcmpl-pending"
+        self.run_id = ""
         self._role_sent = False
         self.reasoning: list[str] = []
         self.tools: list[JSONObject] = []
+        self._content: tuple[bytes, bytes] | None = None
+        """The bytes around a content delta's JSON string, once the chunk id is known."""
 
     def _chunk(self, delta: JSONObject, finish: str | None = None) -> JSONObject:
         if not self._role_sent:
@@ -102,8 +105,8 @@ class CompletionMapper:
     def event(self, frame: JSONObject) -> JSONObject | None:
         """The chunk of one event frame, or None for an event this protocol does not show."""
         run_id = frame.get("runId")
-        if isinstance(run_id, str):
-            self.id = f"chatcmpl-{run_id}"
+        if isinstance(run_id, str) and run_id != self.run_id:
+            self.run_id, self.id, self._content = run_id, f"chatcmpl-{run_id}", None
         event = frame.get("event")
         if not isinstance(event, dict):
             return None
@@ -122,6 +125,29 @@ class CompletionMapper:
             chunk["agentkeel"] = {"event": event}
             return chunk
         return None
+
+    def encoded(self, frame: JSONObject) -> bytes | None:
+        """`event` as the SSE bytes of its chunk; None when the protocol shows nothing.
+
+        A token's chunk differs from the previous one only in its text, so after the
+        first it is the same bytes around the text's JSON: the per-token cost is that
+        of one string, not of a whole chunk object.
+        """
+        event = frame.get("event")
+        if self._content is not None and isinstance(event, dict) and event.get("type") == "token":
+            text = event.get("text")
+            if isinstance(text, str) and frame.get("runId") == self.run_id:
+                before, after = self._content
+                return before + _ENCODER.encode(text).encode("utf-8") + after
+        chunk = self.event(frame)
+        if chunk is None:
+            return None
+        if self._content is None and self._role_sent:
+            marker = "\u0000agentkeel\u0000"
+            template = encode_event(self._chunk({"content": marker}))
+            before, _, after = template.partition(_ENCODER.encode(marker).encode("utf-8"))
+            self._content = (before, after)
+        return encode_event(chunk)
 
     def final_text(self, done: JSONObject) -> str:
         """The text a done frame adds after the streamed tokens (a pending notice)."""
