@@ -31,21 +31,20 @@ from agentkeel.errors import (
     ConfigurationError,
     InterruptNotFoundError,
     InterruptPendingError,
-    InvalidRequestError,
 )
 from agentkeel.events import ErrorEvent, RunEvent, StatusEvent
 from agentkeel.hooks.events import AfterRunEvent, BeforeRunEvent
 from agentkeel.hooks.registry import HookProvider, HookRegistry
 from agentkeel.ids import new_run_id
-from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Interrupt, Reject
+from agentkeel.interrupts import CancelRun, Decision, Interrupt, check_decision
 from agentkeel.loop import LoopOutcome, RunLimits, RunLoop, close_step
 from agentkeel.messages import JSONValue, Message
 from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
 from agentkeel.output import OutputType
-from agentkeel.result import AgentResult, ErrorInfo, RunStatus
+from agentkeel.result import AgentResult, ErrorInfo, RunStatus, stop_reason
 from agentkeel.run_state import RunState
-from agentkeel.servable import EventHandler, RunStart, ServableFront
+from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
 from agentkeel.session import SessionHome, SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.tools.decorator import Tool
@@ -313,12 +312,7 @@ class Agent(ServableFront[AgentResult]):
                 f"the conversation waits for a decision on interrupt {first.id}",
                 interrupt_id=first.id,
             )
-        if isinstance(prompt, str):
-            message = Message.user(prompt)
-        elif isinstance(prompt, Message) and prompt.role == "user":
-            message = prompt
-        else:
-            raise InvalidRequestError("a prompt must be a string or a user Message")
+        message = prompt_message(prompt)
         return RunState(
             run_id=run_id, input=message.text, started_at=time.time(), messages=[message]
         )
@@ -333,15 +327,7 @@ class Agent(ServableFront[AgentResult]):
         )
         if run is None or match is None:
             raise InterruptNotFoundError(f"no pending interrupt has the id {interrupt_id!r}")
-        kind = match.interrupt.kind
-        if not isinstance(decision, CancelRun) and (
-            (kind == "approval" and not isinstance(decision, Approve | Reject))
-            or (kind == "input" and not isinstance(decision, InputAnswer))
-        ):
-            raise InvalidRequestError(
-                f"interrupt {interrupt_id} is an {kind} interrupt; "
-                f"{type(decision).__name__} does not answer it"
-            )
+        check_decision(match.interrupt, decision)
         match.decision = decision
         return run
 
@@ -369,7 +355,7 @@ class Agent(ServableFront[AgentResult]):
             status=status,
             text=outcome.text,
             tool_calls=run.ordered_records(),
-            stop_reason=_stop_reason(status, run.stop_reason),
+            stop_reason=stop_reason(status, run.stop_reason),
             usage=run.usage,
             messages=tuple(new_messages),
             interrupts=tuple(p.interrupt for p in run.pending) if status == "suspended" else (),
@@ -398,13 +384,3 @@ class Agent(ServableFront[AgentResult]):
                 )
                 self.state.mark_saved()
         return result
-
-
-def _stop_reason(status: RunStatus, model_reason: str) -> str:
-    if status == "suspended":
-        return "interrupt"
-    if status == "cancelled":
-        return "cancelled"
-    if status == "failed":
-        return "error"
-    return model_reason

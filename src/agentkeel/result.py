@@ -17,6 +17,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolCallStatus",
     "Usage",
+    "stop_reason",
 ]
 
 RunStatus = Literal["completed", "suspended", "failed", "cancelled"]
@@ -147,6 +148,17 @@ class ErrorInfo:
     def to_json(self) -> JSONObject:
         """Encode for the wire and run records."""
         return {"code": self.code, "message": self.message}
+
+
+def stop_reason(status: RunStatus, model_reason: str = "end_turn") -> str:
+    """A run's stop reason: the model's when it completed, else the one its status implies."""
+    if status == "suspended":
+        return "interrupt"
+    if status == "cancelled":
+        return "cancelled"
+    if status == "failed":
+        return "error"
+    return model_reason
 
 
 class RunResultFront:

@@ -31,7 +31,7 @@ from typing import (
 import anyio
 
 from agentkeel._portal import Portal, RunStream, in_event_loop, stream_run
-from agentkeel.errors import RestoreRequiredError
+from agentkeel.errors import InvalidRequestError, RestoreRequiredError
 from agentkeel.events import RunEvent
 from agentkeel.hooks.registry import HookRegistry
 from agentkeel.interrupts import Decision, Interrupt
@@ -44,7 +44,14 @@ from agentkeel.tools.decorator import Tool
 if TYPE_CHECKING:
     from agentkeel.agent import Agent
 
-__all__ = ["EventHandler", "RunStart", "Servable", "ServableFront", "Served"]
+__all__ = [
+    "EventHandler",
+    "RunStart",
+    "Servable",
+    "ServableFront",
+    "Served",
+    "prompt_message",
+]
 
 EventHandler = Callable[[RunEvent], None]
 """Receives each run event as it happens."""
@@ -304,6 +311,19 @@ class ServableFront(Generic[ResultT]):
             return await self._execute(prompt, resume, state, emit, None, None)
 
         return stream_run(run)
+
+
+def prompt_message(prompt: str | Message | None) -> Message:
+    """The user message a prompt makes (a new run starts with it).
+
+    Raises:
+        InvalidRequestError: For anything but a string or a user Message.
+    """
+    if isinstance(prompt, str):
+        return Message.user(prompt)
+    if isinstance(prompt, Message) and prompt.role == "user":
+        return prompt
+    raise InvalidRequestError("a prompt must be a string or a user Message")
 
 
 def _ignore(event: RunEvent) -> None:

@@ -36,6 +36,7 @@ from agentkeel.ids import new_checkpoint_id
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject, JSONValue, Message
 from agentkeel.result import AgentResult, ErrorInfo, RunResultFront, Usage
+from agentkeel.result import stop_reason as reason_of
 from agentkeel.run_state import RunState
 from agentkeel.storage.base import RunRecord, SessionStorage
 from agentkeel.storage.usage import UsageStorage, utc_day
@@ -306,17 +307,8 @@ def run_record(
         usage=result.usage,
         error=result.error,
         interrupts=result.interrupts,
-        stop_reason=_STOP_REASONS[result.status] if stop_reason is None else stop_reason,
+        stop_reason=reason_of(result.status) if stop_reason is None else stop_reason,
     )
-
-
-_STOP_REASONS = {
-    "completed": "end_turn",
-    "suspended": "interrupt",
-    "failed": "error",
-    "cancelled": "cancelled",
-}
-"""The stop reason a run's status implies, for results that carry none (a swarm's)."""
 
 
 @functools.cache

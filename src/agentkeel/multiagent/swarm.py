@@ -30,12 +30,11 @@ from agentkeel.errors import (
     ConfigurationError,
     InterruptNotFoundError,
     InterruptPendingError,
-    InvalidRequestError,
 )
 from agentkeel.events import RunEvent
 from agentkeel.hooks.events import BeforeRunEvent
 from agentkeel.hooks.registry import HookRegistry
-from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Interrupt, Reject
+from agentkeel.interrupts import Decision, Interrupt, check_decision
 from agentkeel.messages import JSONValue, Message
 from agentkeel.multiagent.handoff import HANDOFF_TOOL, enlist, index_members
 from agentkeel.multiagent.loop import (
@@ -49,7 +48,7 @@ from agentkeel.multiagent.record import SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord, SwarmResult
 from agentkeel.multiagent.session import SwarmSession
 from agentkeel.result import AgentResult
-from agentkeel.servable import EventHandler, RunStart, ServableFront
+from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
 from agentkeel.session import SessionHome
 from agentkeel.state import InvocationState, SharedState
 from agentkeel.tools.decorator import Tool
@@ -296,12 +295,7 @@ class Swarm(ServableFront[SwarmResult]):
                 f"the swarm waits for a decision on interrupt {pending[0].id}",
                 interrupt_id=pending[0].id,
             )
-        if isinstance(prompt, str):
-            text = prompt
-        elif isinstance(prompt, Message) and prompt.role == "user":
-            text = prompt.text
-        else:
-            raise InvalidRequestError("a prompt must be a string or a user Message")
+        text = prompt_message(prompt).text
         member = self.members[self._memory.active]
         return self._memory.begin(text, run_id), member, invoke_member(member, prompt, state)
 
@@ -312,11 +306,7 @@ class Swarm(ServableFront[SwarmResult]):
         run, name = self._memory.run, self._memory.suspended
         if match is None or name is None or run is None:
             raise InterruptNotFoundError(f"no pending interrupt has the id {interrupt_id!r}")
-        if not _answers(match, decision):
-            raise InvalidRequestError(
-                f"interrupt {interrupt_id} is an {match.kind} interrupt; "
-                f"{type(decision).__name__} does not answer it"
-            )
+        check_decision(match, decision)
         member = self.members[name]
 
         def call(on_event: EventHandler) -> Awaitable[AgentResult]:
@@ -332,12 +322,3 @@ def _check_session(session: SwarmSession | None, members: Mapping[str, Agent]) -
     if session is not None:
         for member in members:
             session.member_definition(member)
-
-
-def _answers(interrupt: Interrupt, decision: Decision) -> bool:
-    """Whether `decision` can answer `interrupt` (checked before anything starts)."""
-    if isinstance(decision, CancelRun):
-        return True
-    if interrupt.kind == "approval":
-        return isinstance(decision, Approve | Reject)
-    return isinstance(decision, InputAnswer)
