@@ -37,6 +37,7 @@ __all__ = [
     "InterruptKind",
     "Reject",
     "approval_prompt",
+    "check_decision",
     "decision_from_json",
     "interrupt",
     "shown_input",
@@ -153,6 +154,22 @@ def shown_input(tool_input: JSONObject, tool: Tool | None) -> JSONObject:
     """`tool_input` as a person may see it: the inputs the tool marks secret masked."""
     secret = tool.secret if tool is not None else frozenset()
     return {key: SECRET_MASK if key in secret else value for key, value in tool_input.items()}
+
+
+def check_decision(interrupt: Interrupt, decision: Decision) -> None:
+    """Refuse a decision that cannot answer `interrupt` (before anything resumes).
+
+    Raises:
+        InvalidRequestError: An approval answered with input, or the other way round.
+    """
+    if isinstance(decision, CancelRun):
+        return
+    answers = Approve | Reject if interrupt.kind == "approval" else InputAnswer
+    if not isinstance(decision, answers):
+        raise InvalidRequestError(
+            f"interrupt {interrupt.id} is an {interrupt.kind} interrupt; "
+            f"{type(decision).__name__} does not answer it"
+        )
 
 
 def approval_prompt(name: str, tool_input: JSONObject, tool: Tool | None = None) -> str:
