@@ -65,11 +65,20 @@ VERSION = {"A2A-Version": "1.0"}
 # -- the server (in the subprocess) -------------------------------------------------------
 
 
-def serve(pace: str, storage_kind: str, folder: Path) -> None:
-    """The subprocess: serve the bench agent on a free loopback port; print the URL."""
+def unshadow_sdk() -> None:
+    """Take this file's folder off sys.path before importing the SDK.
+
+    This file is named a2a.py: with its folder on sys.path (as when run as a script),
+    ``import a2a`` would find it instead of the a2a SDK, in the server and in the gRPC
+    client alike.
+    """
     here = Path(__file__).resolve().parent
     sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != here]
-    # (this file is named a2a.py: its folder on sys.path would shadow the a2a SDK)
+
+
+def serve(pace: str, storage_kind: str, folder: Path) -> None:
+    """The subprocess: serve the bench agent on a free loopback port; print the URL."""
+    unshadow_sdk()
     import asyncio
 
     import uvicorn
@@ -217,6 +226,7 @@ class GrpcWire:
     """The gRPC client of one row: one channel (HTTP/2 multiplexes the workers' calls)."""
 
     def __init__(self, target: str) -> None:
+        unshadow_sdk()
         import grpc.aio
         from a2a.types import a2a_pb2, a2a_pb2_grpc
 

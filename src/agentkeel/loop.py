@@ -201,8 +201,10 @@ class RunLoop:
         await self._add_message(state, message)
         calls = list(message.tool_calls)
         if self._output is not None:
+            if not calls:  # an answer in text, the common case: no search for the tool
+                return await self._take_output(state, message, None)
             answer = next((c for c in calls if c.name == FINAL_ANSWER_TOOL), None)
-            if answer is not None or not calls:
+            if answer is not None:
                 return await self._take_output(state, message, answer)
         if not calls:
             return LoopOutcome(status="completed", text=message.text)
