@@ -42,6 +42,7 @@ from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from agentkeel.a2a.protojson import message_json
 from agentkeel.a2a.turn import TaskRecord
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.channels import Frame
@@ -120,12 +121,6 @@ def status_time(seconds: float | None = None) -> Timestamp:
     stamp = Timestamp()
     stamp.FromNanoseconds(time.time_ns() if seconds is None else int(seconds * 1e9))
     return stamp
-
-
-def message_json(message: Message) -> JSONObject:
-    """A Message as ProtoJSON (how task records keep them)."""
-    data: JSONObject = MessageToDict(message)
-    return data
 
 
 def prompt_of(message: Message) -> str:

@@ -38,6 +38,7 @@ from starlette.types import Receive, Scope, Send
 
 from agentkeel.a2a.handler import AgentRequestHandler
 from agentkeel.a2a.mapping import RESPONSE_ARTIFACT, Mapped, TextChunk
+from agentkeel.a2a.protojson import timestamp_json
 from agentkeel.messages import JSONObject
 
 __all__ = ["A2ADispatcher", "EventStream", "event_result"]
@@ -73,7 +74,7 @@ def event_result(event: Mapped) -> JSONObject:
     if isinstance(event, TaskStatusUpdateEvent) and _plain_status(event):
         status: JSONObject = {"state": TaskState.Name(event.status.state)}
         if event.status.HasField("timestamp"):
-            status["timestamp"] = event.status.timestamp.ToJsonString()
+            status["timestamp"] = timestamp_json(event.status.timestamp)
         change: JSONObject = {
             "taskId": event.task_id,
             "contextId": event.context_id,
