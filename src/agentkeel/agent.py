@@ -172,6 +172,7 @@ class Agent:
         self._restored = False
         self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
+        self._drop = False  # the run in progress is cancelled to be dropped (`cancel`)
         self._portal = Portal(
             "agentkeel-agent",
             refuse_in_loop="a synchronous Agent call cannot run inside an event loop; "
@@ -324,13 +325,14 @@ class Agent:
     ) -> None:
         self.close()
 
-    def cancel(self) -> bool:
-        """Cancel the run in progress; it ends ``cancelled`` with a valid history.
+    def cancel(self, *, drop: bool = False) -> bool:
+        """Cancel the run in progress (False: none); it ends ``cancelled``, history valid.
 
-        Returns False when nothing was running.
+        `drop` leaves its turn out of the history, as if never sent (``rollback``).
         """
         if self._scope is None:
             return False
+        self._drop = self._drop or drop
         self._scope.cancel()
         return True
 
@@ -357,6 +359,7 @@ class Agent:
         emit: EventHandler,
     ) -> AgentResult:
         async with self._lock:
+            self._drop = False
             await self.restore()
             run = self._begin(prompt) if resume is None else self._apply_decision(*resume)
             context = RunContext(
@@ -482,7 +485,7 @@ class Agent:
             for pending in run.pending:
                 pending.decision = None
             close_step(run, missing="cancelled before the tool finished")
-        commit = status != "suspended" and answered
+        commit = status != "suspended" and answered and not (self._drop and status == "cancelled")
         new_messages = list(run.messages) if commit else []
         rewrite = False
         if commit:

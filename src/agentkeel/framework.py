@@ -226,7 +226,7 @@ class _Server(_Strict):
     port: int = Field(default=8000, ge=0, le=65535)
     ui: bool = True
     max_body_bytes: int = Field(default=1_048_576, ge=1)
-    concurrency: Literal["queue", "reject"] = "queue"
+    concurrency: Literal["queue", "reject", "interrupt", "rollback"] = "queue"
     cors: list[str] = []
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0)

@@ -30,6 +30,7 @@ from agentkeel.messages import JSONObject, Message, TextPart
 from agentkeel.multiagent import SwarmResult
 from agentkeel.output import output_json
 from agentkeel.result import Usage
+from agentkeel.server_settings import ConcurrencyPolicy
 from agentkeel.serving import ServedResult
 from agentkeel.usage import ModelPrice
 
@@ -93,6 +94,8 @@ class SendRequest(_Wire):
     context_id: JsonValue = Field(default=None, alias="contextId")
     """Validated separately, so that a bad id gets its own error code."""
     resume: ResumeRequest | None = None
+    multitask: ConcurrencyPolicy | None = None
+    """This turn's policy when its context runs another one (default ``server.concurrency``)."""
 
     @model_validator(mode="after")
     def _one_action(self) -> SendRequest:

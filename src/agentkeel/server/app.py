@@ -102,6 +102,7 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/agents/{name}/send", handlers.send, methods=["POST"]),
         Route("/agents/{name}/contexts/{context_id}/stream", handlers.reconnect, methods=["GET"]),
         Route("/agents/{name}/contexts/{context_id}", handlers.delete_context, methods=["DELETE"]),
+        Route("/agents/{name}/contexts/{context_id}/cancel", handlers.cancel, methods=["POST"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
