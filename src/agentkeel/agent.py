@@ -326,10 +326,7 @@ class Agent:
         self.close()
 
     def cancel(self, *, drop: bool = False) -> bool:
-        """Cancel the run in progress (False: none); it ends ``cancelled``, history valid.
-
-        `drop` leaves its turn out of the history, as if never sent (``rollback``).
-        """
+        """End the run in progress ``cancelled`` (False: none); `drop`: as if never sent."""
         if self._scope is None:
             return False
         self._drop = self._drop or drop
