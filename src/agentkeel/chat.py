@@ -35,6 +35,7 @@ import anyio.lowlevel
 import httpx
 from anyio.abc import TaskGroup
 
+from agentkeel.chat_commands import ChatCommands
 from agentkeel.client import (
     AsyncAgentClient,
     ClientStreamItem,
@@ -42,7 +43,6 @@ from agentkeel.client import (
     approve,
     reject,
 )
-from agentkeel.chat_commands import ChatCommands
 from agentkeel.errors import AgentkeelError, ConfigurationError, InterruptPendingError
 from agentkeel.events import (
     InterruptEvent,
