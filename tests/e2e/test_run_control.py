@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from agentkeel.client import AsyncAgentClient
-from agentkeel.errors import NoActiveRunError
-from agentkeel.framework import ServerSettings
+from agentkeel.errors import ConfigurationError, NoActiveRunError
+from agentkeel.framework import ServerSettings, load_framework
 from agentkeel.server import create_app
 from agentkeel.storage.base import SessionKey
 from e2e import Frame, frames_of, serve_in_thread, tool_runs
@@ -291,3 +291,12 @@ async def test_multitask_is_validated(server_url: str) -> None:
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "invalid_request"
         assert "multitask" in response.json()["error"]["message"]
+
+
+def test_framework_json_takes_the_new_policies_and_refuses_others() -> None:
+    agents = {"scripted": {"factory": "e2e:scripted_agent"}}
+    for policy in ("queue", "reject", "interrupt", "rollback"):
+        loaded = load_framework({"agents": agents, "server": {"concurrency": policy}})
+        assert loaded.server.concurrency == policy
+    with pytest.raises(ConfigurationError, match="concurrency"):
+        load_framework({"agents": agents, "server": {"concurrency": "drop"}})
