@@ -156,6 +156,22 @@ async def test_cancel_abandons_a_suspended_run(server_url: str, tool_log: Path) 
     assert again.status_code == 409 and again.json()["error"]["code"] == "no_active_run"
 
 
+async def test_cancel_abandons_a_suspended_run_that_was_evicted(
+    start_server: StartServer, tool_log: Path
+) -> None:
+    with start_server(max_contexts=1) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            body = {"message": "delete notes.txt", "contextId": "ctx-evicted"}
+            suspended = (await client.post(SEND, json=body)).json()
+            await client.post(SEND, json={"message": "hi", "contextId": "ctx-other"})  # evicts it
+            cancelled = await client.post(cancel_url("ctx-evicted"))
+            later = await client.post(SEND, json={"message": "history", "contextId": "ctx-evicted"})
+    assert suspended["status"] == "suspended"
+    assert cancelled.status_code == 202 and cancelled.json()["runId"] == suspended["runId"]
+    assert later.status_code == 200 and later.json()["status"] == "completed"
+    assert tool_runs(tool_log) == []
+
+
 async def test_cancel_answers_no_active_run_and_context_not_found(server_url: str) -> None:
     async with httpx.AsyncClient(base_url=server_url, timeout=10) as client:
         await client.post(SEND, json={"message": "hi", "contextId": "ctx-idle"})
