@@ -80,8 +80,10 @@ class ChatCommands:
         async for message in self._client.messages():
             count += 1
             who = "you" if message.role == "user" else (message.agent or "agent")
-            tools = f" [tools: {', '.join(message.tool_calls)}]" if message.tool_calls else ""
-            self._term.write(f"  {message.id}  {who}: {message.text}{tools}\n")
+            parts = [message.text] if message.text else []
+            if message.tool_calls:
+                parts.append(f"[tools: {', '.join(message.tool_calls)}]")
+            self._term.write(f"  {message.id}  {who}: {' '.join(parts)}\n")
         if not count:
             self._term.write("  (no messages yet)\n")
 
