@@ -316,3 +316,27 @@ def test_framework_json_takes_the_new_policies_and_refuses_others() -> None:
         assert loaded.server.concurrency == policy
     with pytest.raises(ConfigurationError, match="concurrency"):
         load_framework({"agents": agents, "server": {"concurrency": "drop"}})
+
+
+async def test_cancel_stops_a_swarm_member_on_the_server(tool_log: Path) -> None:
+    document = {
+        "agents": {
+            "scripted": {"factory": "e2e:scripted_agent"},
+            "desk": {"swarm": {"members": ["scripted"], "entry": "scripted"}},
+        },
+        "server": {"heartbeatSeconds": 1},
+    }
+    body = {"message": "pause 30", "contextId": "ctx-swarm"}
+    with serve_in_thread(create_app(document)) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            async with running_turn(client, body, "tool_call", "/agents/desk/stream") as (_, rest):
+                cancelled = await client.post(cancel_url("ctx-swarm", "desk"))
+                ended = await rest_of(rest)
+            later = await client.post(
+                "/agents/desk/send", json={"message": "history", "contextId": "ctx-swarm"}
+            )
+    assert cancelled.status_code == 202
+    assert ended[-1].data["status"] == "cancelled"
+    assert later.json()["status"] == "completed"
+    assert later.json()["text"] == "pause 30|history"
+    assert tool_runs(tool_log) == []
