@@ -303,6 +303,11 @@ async def test_multitask_is_validated(server_url: str) -> None:
     async with httpx.AsyncClient(base_url=server_url, timeout=10) as client:
         bad = await client.post(SEND, json={"message": "x", "multitask": "drop-everything"})
         wrong_type = await client.post(SEND, json={"message": "x", "multitask": 3})
+        idle = await client.post(SEND, json={"message": "x", "multitask": "rollback"})
+        exposed = (await client.get("/metrics")).text
+    assert idle.status_code == 200 and idle.json()["text"] == "echo: x"  # nothing to stop
+    assert "# TYPE agentkeel_cancels_total counter" in exposed
+    assert "agentkeel_cancels_total{" not in exposed  # nothing was cancelled
     for response in (bad, wrong_type):
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "invalid_request"
