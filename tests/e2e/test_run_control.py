@@ -14,10 +14,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
 
-from agentkeel.client import AsyncAgentClient
+from agentkeel.client import AgentClient, AsyncAgentClient
 from agentkeel.errors import ConfigurationError, NoActiveRunError
 from agentkeel.framework import ServerSettings, load_framework
 from agentkeel.server import create_app
@@ -229,6 +230,26 @@ async def test_the_python_client_cancels_on_the_server(server_url: str, tool_log
         history = await agent.send("history")
     assert getattr(result, "status", None) == "cancelled"
     assert history.text == "first|pause 30|history"
+    assert tool_runs(tool_log) == []
+
+
+def blocking_cancel(url: str, context_id: str) -> str:
+    """The blocking client's cancel (it runs its own loop, so off the test's loop)."""
+    client = AgentClient(url, agent="scripted", context_id=context_id)
+    try:
+        return client.cancel().run_id
+    finally:
+        client.close()
+
+
+async def test_the_blocking_client_cancels_on_the_server(server_url: str, tool_log: Path) -> None:
+    async with httpx.AsyncClient(base_url=server_url, timeout=10) as client:
+        body = {"message": "pause 30", "contextId": "ctx-blocking"}
+        async with running_turn(client, body, "tool_call") as (seen, frames):
+            run_id = await anyio.to_thread.run_sync(blocking_cancel, server_url, "ctx-blocking")
+            rest = await rest_of(frames)
+    assert run_id == seen[0].data["runId"]
+    assert rest[-1].data["status"] == "cancelled"
     assert tool_runs(tool_log) == []
 
 
