@@ -53,6 +53,7 @@ async def cancel_context(runtime: ServerRuntime, key: SessionKey) -> str:
     if job.channel is None:
         raise RuntimeError("internal error: a started turn has no channel")
     runtime.metrics.cancels.inc(key.definition, "cancel")
+    await job.finished.wait()  # only records to write: answer once they are
     return job.channel.run_id
 
 
