@@ -309,7 +309,11 @@ class _Loader:
             memory=None
             if parsed.memory is None
             else load_memory(
-                parsed.memory, self.base, parsed.session_dir or _url(parsed.storage), self.source
+                parsed.memory,
+                self.base,
+                parsed.session_dir or _url(parsed.storage),
+                self.source,
+                storage=storage,
             ),
             source=self.source,
         )
