@@ -261,9 +261,11 @@ class PostgresMemoryStore(PostgresPool):
             await cursor.execute(
                 self._sql(
                     "SELECT s.id, s.revision, i.namespace, i.key, i.model, i.vector"
+                    # the scope id only when the cached revision is stale: NULL finds no
+                    # row in the index, so a current cache costs one indexed read
                     " FROM {s}.memory_scopes s LEFT JOIN {s}.memory_items i"
-                    "  ON i.scope_id = s.id"
-                    "  AND (s.id, s.revision) IS DISTINCT FROM (%(id)s::bigint, %(rev)s::bigint)"
+                    "  ON i.scope_id = CASE WHEN (s.id, s.revision) IS DISTINCT FROM"
+                    "   (%(id)s::bigint, %(rev)s::bigint) THEN s.id END"
                     f" WHERE {_SCOPE}"
                 ),
                 {
