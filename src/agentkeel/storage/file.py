@@ -155,11 +155,16 @@ class LocalFileStorage(_file_retention.FileRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
-        """Append one turn as one fsynced batch; a crash keeps all of it or none."""
+        """Append one turn as one fsynced batch; a crash keeps all of it or none.
+
+        `run` is appended to runs.jsonl once the checks passed, just before the commit.
+        """
         require_key(key, "append")
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
+        record = None if run is None else encode_json(run.to_json(), "run record")
         async with self._lock(key):
             tail = self._cache.get(key)
             tail = await self._call(
@@ -172,6 +177,7 @@ class LocalFileStorage(_file_retention.FileRetention):
                 encoded_state,
                 expected_version,
                 fence,
+                record,
             )
             self._remember(key, tail)
             return tail.turn
@@ -184,11 +190,16 @@ class LocalFileStorage(_file_retention.FileRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
-        """Replace the history (and the state unless None) with one atomic rename."""
+        """Replace the history (and the state unless None) with one atomic rename.
+
+        `run` is appended to runs.jsonl once the checks passed, just before the commit.
+        """
         require_key(key, "rewrite")
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
+        record = None if run is None else encode_json(run.to_json(), "run record")
         async with self._lock(key):
             tail = self._cache.get(key)
             tail = await self._call(
@@ -201,6 +212,7 @@ class LocalFileStorage(_file_retention.FileRetention):
                 encoded_state,
                 expected_version,
                 fence,
+                record,
             )
             self._remember(key, tail)
             return tail.turn
