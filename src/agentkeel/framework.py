@@ -266,10 +266,6 @@ class _File(_Strict):
 # -- loading ------------------------------------------------------------------------------
 
 
-def _url(storage: str | _EnvSecret | None) -> str | None:
-    return os.environ.get(storage.env) if isinstance(storage, _EnvSecret) else storage
-
-
 class _Loader:
     """Turns the validated file into runtime objects; every error names key and file."""
 
@@ -308,13 +304,7 @@ class _Loader:
             usage=UsagePolicy.of(parsed.budgets, parsed.prices),
             memory=None
             if parsed.memory is None
-            else load_memory(
-                parsed.memory,
-                self.base,
-                parsed.session_dir or _url(parsed.storage),
-                self.source,
-                storage=storage,
-            ),
+            else load_memory(parsed.memory, self.base, storage, self.source),
             source=self.source,
         )
 

@@ -33,6 +33,7 @@ from agentkeel.memory.memory import Memory
 from agentkeel.memory.openai import OpenAIEmbedder
 from agentkeel.memory.store import MemoryStore
 from agentkeel.storage.base import SessionStorage
+from agentkeel.storage.file import LocalFileStorage
 
 __all__ = ["MemorySection", "load_memory"]
 
@@ -148,31 +149,21 @@ def _embedder(section: MemorySection, where: str) -> Embedder:
 
 
 def load_memory(
-    section: MemorySection,
-    base: Path,
-    sessions: str | None,
-    source: str,
-    *,
-    storage: SessionStorage | None = None,
+    section: MemorySection, base: Path, storage: SessionStorage | None, source: str
 ) -> Memory:
     """Build the configured Memory; errors name the key and the file.
 
     Args:
         section: The validated section.
         base: The folder relative paths are relative to (the file's).
-        sessions: framework.json's ``sessionDir``, or its ``storage`` URL.
+        storage: The sessions' storage: ``"file"`` keeps memory under its folder, and
+            ``"postgresql"`` shares its pool.
         source: The file, for messages.
-        storage: The sessions' storage (a ``"postgresql"`` store shares its pool).
 
     Raises:
         ConfigurationError: A store or embeddings setting that cannot work.
     """
-    root = None
-    if sessions is not None and "://" not in sessions.replace("file://", "file:"):
-        folder = Path(sessions.removeprefix("file:").removeprefix("//")).expanduser()
-        root = folder if folder.is_absolute() else base / folder
-    if sessions is not None and sessions in ("memory:", "memory://"):
-        root = None
+    root = storage.directory if isinstance(storage, LocalFileStorage) else None
     where = f"{source}: memory"
     return Memory(
         store=_store(section, base, root, where, storage),

@@ -21,13 +21,14 @@ from agentkeel.messages import SCHEMA_VERSION, JSONObject
 from agentkeel.storage._history import (
     EMPTY_STATE,
     Tail,
+    encode_json,
     read_state,
     scan,
     state_document,
     turn_lines,
 )
 from agentkeel.storage._records import RUNS_FILE
-from agentkeel.storage.base import SessionMetadata, SessionSnapshot
+from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot
 from agentkeel.storage.guard import check_commit
 
 __all__ = [
@@ -134,7 +135,7 @@ def append(
     state: bytes | None,
     expected_version: int | None,
     fence: int | None,
-    run: bytes | None = None,
+    run: RunRecord | None = None,
 ) -> Tail:
     tail = open_tail(folder, key, tail)
     fence = check_commit(
@@ -171,7 +172,7 @@ def rewrite(
     state: bytes | None,
     expected_version: int | None,
     fence: int | None,
-    run: bytes | None = None,
+    run: RunRecord | None = None,
 ) -> Tail:
     tail = open_tail(folder, key, tail)
     fence = check_commit(
@@ -196,15 +197,16 @@ def rewrite(
     return Tail(len(data), len(data), turn, state, fence, stamp)
 
 
-def _put_run(folder: Path, run: bytes | None) -> None:
+def _put_run(folder: Path, run: RunRecord | None) -> None:
     """Append a turn's run record once its commit passed the checks, before the commit.
 
     A refused writer so stores nothing; a crash between the two writes leaves a record
     whose turn did not commit, which the next turn's record replaces as the latest.
     """
     if run is not None:
+        line = encode_json(run.to_json(), "run record")
         _fs.ensure_dir(folder)
-        _fs.append_records(folder / RUNS_FILE, [run])
+        _fs.append_records(folder / RUNS_FILE, [line])
 
 
 def check_writable(folder: Path) -> None:

@@ -42,11 +42,7 @@ from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
 from agentkeel.result import Usage
 from agentkeel.storage import _file_retention, _records, _session_files
-from agentkeel.storage._history import (
-    Tail,
-    encode_json,
-    encode_messages,
-)
+from agentkeel.storage._history import Tail, encode_json, encode_messages
 from agentkeel.storage._session_files import (
     FRAMES_FILE,
     MESSAGES_FILE,
@@ -157,14 +153,10 @@ class LocalFileStorage(_file_retention.FileRetention):
         fence: int | None = None,
         run: RunRecord | None = None,
     ) -> int:
-        """Append one turn as one fsynced batch; a crash keeps all of it or none.
-
-        `run` is appended to runs.jsonl once the checks passed, just before the commit.
-        """
+        """Append one turn as one fsynced batch; a crash keeps all of it or none."""
         require_key(key, "append")
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
-        record = None if run is None else encode_json(run.to_json(), "run record")
         async with self._lock(key):
             tail = self._cache.get(key)
             tail = await self._call(
@@ -177,7 +169,7 @@ class LocalFileStorage(_file_retention.FileRetention):
                 encoded_state,
                 expected_version,
                 fence,
-                record,
+                run,
             )
             self._remember(key, tail)
             return tail.turn
@@ -192,14 +184,10 @@ class LocalFileStorage(_file_retention.FileRetention):
         fence: int | None = None,
         run: RunRecord | None = None,
     ) -> int:
-        """Replace the history (and the state unless None) with one atomic rename.
-
-        `run` is appended to runs.jsonl once the checks passed, just before the commit.
-        """
+        """Replace the history (and the state unless None) with one atomic rename."""
         require_key(key, "rewrite")
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
-        record = None if run is None else encode_json(run.to_json(), "run record")
         async with self._lock(key):
             tail = self._cache.get(key)
             tail = await self._call(
@@ -212,7 +200,7 @@ class LocalFileStorage(_file_retention.FileRetention):
                 encoded_state,
                 expected_version,
                 fence,
-                record,
+                run,
             )
             self._remember(key, tail)
             return tail.turn
