@@ -15,9 +15,20 @@ from psycopg import sql
 from agentkeel.framework import load_framework
 from agentkeel.memory.postgres import PostgresMemoryStore
 from e2e import ServerProcess, write_framework
-from memory.test_served import ASK, ASSISTANT, TELL, send
 
 pytestmark = [pytest.mark.postgres]
+
+TOOLS = ["agentkeel.tools:remember", "agentkeel.tools:recall", "agentkeel.tools:forget"]
+ASSISTANT = {"model": {"provider": "demo"}, "tools": TOOLS}
+TELL = "Remember for next time that my favourite colour is blue"
+ASK = "What is my favourite colour?"
+
+
+def send(url: str, message: str) -> dict[str, object]:
+    response = httpx.post(f"{url}/agents/assistant/send", json={"message": message}, timeout=60)
+    assert response.status_code == 200, response.text
+    body: dict[str, object] = response.json()
+    return body
 
 
 def document(pg_url: str, **memory: object) -> dict[str, object]:
