@@ -26,6 +26,12 @@ the measured turns, divided by the number of turns. That excludes start-up and t
 warm-up turns and, unlike wall-clock time, does not depend on how busy the load
 generator keeps the machine. Without /proc (not Linux) CPU is reported as n/a.
 
+With PostgreSQL (``--postgres URL``, default: the local server's ``test`` database when
+one listens) the ak-postgres row runs on PostgresStorage, with the postmaster's CPU per
+turn beside it (every ``postgres`` process, from /proc), and a server of its own then
+counts PostgreSQL round trips per plain turn through a loopback forwarder (each burst
+the server sends after an answer is one trip), apart from the CPU figures.
+
 Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH]``. Prints numbers and
 the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL); never asserts.
 """
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +49,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -295,6 +303,45 @@ def measure(kind: str, folder: Path, concurrency: int, turns: int) -> Figures:
         process.wait(timeout=30)
 
 
+def count_trips(url: str, folder: Path) -> tuple[float, int]:
+    """PostgreSQL round trips per plain turn of a warm context (median), and of a new one."""
+    from urllib.parse import urlsplit
+
+    from _postgres import CountingForwarder, through
+
+    parts = urlsplit(url)
+    forwarder = CountingForwarder(parts.hostname or "127.0.0.1", parts.port or 5432)
+    previous = os.environ[POSTGRES_ENV]
+    os.environ[POSTGRES_ENV] = through(url, forwarder)
+    try:
+        process, server = start_server(POSTGRES, folder / "trips")
+        try:
+            return anyio.run(_trips, server, forwarder)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    finally:
+        os.environ[POSTGRES_ENV] = previous
+        forwarder.close()
+
+
+async def _trips(url: str, forwarder: Any) -> tuple[float, int]:
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        for _ in range(5):
+            await one_turn(client, "ctx-trips")
+        await anyio.sleep(0.2)
+        counts = []
+        for _ in range(20):
+            before = forwarder.sends
+            await one_turn(client, "ctx-trips")
+            await anyio.sleep(0.05)  # the forwarder's threads count after the bytes pass
+            counts.append(forwarder.sends - before)
+        before = forwarder.sends
+        await one_turn(client, "ctx-trips-new")
+        await anyio.sleep(0.05)
+        return statistics.median(counts), forwarder.sends - before
+
+
 def report(rows: list[Figures]) -> None:
     print(
         f"{'scenario':<10} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
@@ -355,11 +402,17 @@ def main() -> None:
                 for concurrency in (1, 32)
                 for kind in kinds
             ]
+            trips = count_trips(os.environ[POSTGRES_ENV], Path(tmp)) if postgres else None
     finally:
         if postgres:
             _drop_schema(postgres, schema)
     print(f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {os.cpu_count()} CPUs")
     report(rows)
+    if trips is not None:
+        print(
+            f"PostgreSQL round trips per plain turn: {trips[0]:.0f} (median of 20, warm"
+            f" context; target <= 2); the first turn of a new context: {trips[1]}"
+        )
 
 
 def _listening(port: int) -> bool:

@@ -175,9 +175,11 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        storage = runtime.framework.storage
+        storage, memory = runtime.framework.storage, runtime.framework.memory
         await storage.open()  # connect and migrate before the first request
         try:
+            if memory is not None:
+                await memory.open()  # a PostgreSQL memory store's own pool, if it has one
             # MCP servers open before the first turn and close after the last one drained;
             # the A2A binding (gRPC, push delivery) stops after the turns drained too
             async with (
@@ -190,6 +192,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 yield
                 sweeping.cancel_scope.cancel()
         finally:
+            if memory is not None:
+                await memory.close()
             await storage.close()
 
     middleware = []
