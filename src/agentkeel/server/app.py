@@ -161,6 +161,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     )
 
     from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
+    from agentkeel.bindings.ai_sdk import ai_sdk_routes  # SPEC 10's AI SDK stream, likewise
 
     authenticator = (
         None if settings.auth is None else Authenticator(settings.auth, source=framework.source)
@@ -207,7 +208,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
     middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
     app = Starlette(
-        routes=[*(routes or []), *binding.routes, *_routes(settings)],
+        routes=[*(routes or []), *binding.routes, *ai_sdk_routes(), *_routes(settings)],
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},

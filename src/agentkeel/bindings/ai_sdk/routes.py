@@ -1,0 +1,123 @@
+"""The AI SDK endpoints: ``POST /agents/{name}/ai-sdk`` and the resume ``GET``.
+
+Both run on the runtime's `RunFacade` (``request.app.state.runtime``), as the native
+wire and A2A do, so a chat started in `useChat` is a context like any other. The
+caller's principal is read from ``scope["state"]``, where the authentication
+middleware puts it. An error before the stream starts is the server's JSON error
+(the transport raises it with the body's text); one during the stream is an ``error``
+part.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from agentkeel.auth_settings import PRINCIPAL
+from agentkeel.bindings.ai_sdk.parts import HEADERS, PartWriter
+from agentkeel.bindings.ai_sdk.regenerate import regenerate_request
+from agentkeel.bindings.ai_sdk.request import (
+    ApprovalAnswer,
+    ChatRequest,
+    NewMessage,
+    parse_chat_request,
+)
+from agentkeel.bindings.ai_sdk.stream import approved_calls, ui_parts
+from agentkeel.errors import InvalidRequestError
+from agentkeel.ids import validate_context_id
+from agentkeel.messages import JSONObject
+from agentkeel.runtime.facade import RunFacade
+from agentkeel.runtime.wire import SendRequest
+from agentkeel.server.errors import AgentNotFoundError
+from agentkeel.server.sse_response import SSEResponse
+from agentkeel.storage.base import SessionKey
+
+__all__ = ["ai_sdk_routes"]
+
+
+def _runtime(request: Request) -> RunFacade:
+    runtime: RunFacade = request.app.state.runtime
+    return runtime
+
+
+def _key(request: Request, runtime: RunFacade, context_id: object) -> SessionKey:
+    name = request.path_params["name"]
+    if name not in runtime.framework.definitions:
+        raise AgentNotFoundError(f"no agent is named {name!r}")
+    principal = request.scope.get("state", {}).get(PRINCIPAL)
+    return SessionKey(
+        definition=str(name),
+        context_id=validate_context_id(context_id),
+        principal=principal if isinstance(principal, str) and principal else None,
+    )
+
+
+async def _body(request: Request) -> object:
+    try:
+        return json.loads(await request.body())
+    except (ValueError, RecursionError):
+        raise InvalidRequestError("the request body must be a JSON object") from None
+
+
+async def chat(request: Request) -> SSEResponse:
+    """``POST /agents/{name}/ai-sdk``: a `DefaultChatTransport` request, as one turn."""
+    runtime = _runtime(request)
+    parsed: ChatRequest = parse_chat_request(await _body(request))
+    key = _key(request, runtime, parsed.chat_id)
+    action = parsed.action
+    writer = PartWriter()
+    head = b""
+    idempotency_key = None
+    fingerprint: JSONObject
+    if isinstance(action, NewMessage):
+        fingerprint = {"message": action.text, "contextId": key.context_id}
+        idempotency_key = action.message_id  # a retried send joins the first one's run
+    elif isinstance(action, ApprovalAnswer):
+        decision: JSONObject = {"approved": action.approved}
+        if action.reason is not None:
+            decision["reason"] = action.reason
+        resume: JSONObject = {"interruptId": action.approval_id, "decision": decision}
+        fingerprint = {"contextId": key.context_id, "resume": resume}
+        latest = await runtime.latest(key)
+        if latest is not None:
+            writer.shown.update(
+                await approved_calls(runtime, key, latest.run_id, action.approval_id)
+            )
+        if not action.approved:
+            head = writer.denied(action.approval_id)
+    else:
+        fingerprint = await regenerate_request(runtime, key, action)
+    request_model = SendRequest.model_validate(fingerprint)
+    job = await runtime.submit(
+        key,
+        request_model,
+        idempotency_key=idempotency_key,
+        body=fingerprint,
+        sent_context_id=key.context_id,
+    )
+    if job.channel is None:
+        raise RuntimeError("internal error: a started turn has no channel")
+    if isinstance(action, ApprovalAnswer) and job.start_after == 0:
+        head = b""  # not a resumed segment after all: nothing was denied in it
+    return SSEResponse(ui_parts(runtime, job.channel, job.start_after, writer, head=head), HEADERS)
+
+
+async def resume(request: Request) -> Response | SSEResponse:
+    """``GET /agents/{name}/ai-sdk/{chatId}/stream``: the running run, replayed; else 204."""
+    runtime = _runtime(request)
+    key = _key(request, runtime, request.path_params["chat_id"])
+    stream = await runtime.latest(key)
+    if stream is None or not stream.active:
+        return Response(status_code=204)
+    return SSEResponse(ui_parts(runtime, stream, 0, PartWriter(), replay=True), HEADERS)
+
+
+def ai_sdk_routes() -> list[BaseRoute]:
+    """The binding's routes, for `create_app` to mount beside the native wire."""
+    return [
+        Route("/agents/{name}/ai-sdk", chat, methods=["POST"]),
+        Route("/agents/{name}/ai-sdk/{chat_id}/stream", resume, methods=["GET"]),
+    ]
