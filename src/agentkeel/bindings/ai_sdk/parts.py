@@ -5,8 +5,8 @@ parses, keeping what the protocol needs and the native wire does not say: which 
 reasoning block is open (``text-start`` ... ``text-end``), whether a step is open, the
 message id (the run id, so that regenerating and resuming can name the run), and which
 tool calls the client already holds. Only parts that AI SDK 6 and 7 both parse are
-written, with their required fields; tool inputs and outputs only when the native frame
-carries them (a tool declared ``expose``). docs/bindings/ai-sdk.md has the table.
+written, with their required fields; a tool's ``input`` and ``output`` are null unless
+the native frame carries them (a tool declared ``expose``). docs/bindings/ai-sdk.md has the table.
 
 A text delta is built from a byte template rather than a dict and a JSON encoder: it is
 the one part written for every token of every run.
@@ -180,9 +180,8 @@ class PartWriter:
             "type": "tool-input-available",
             "toolCallId": call_id,
             "toolName": str(event.get("name", "")),
+            "input": event.get("input"),  # null unless the tool is exposed
         }
-        if "input" in event:  # an exposed tool
-            part["input"] = event["input"]
         return encode_part(part)
 
     def _tool_result(self, event: JSONObject) -> bytes:
@@ -198,9 +197,7 @@ class PartWriter:
             return out + encode_part(
                 {"type": "tool-output-error", "toolCallId": shown, "errorText": text}
             )
-        part: JSONObject = {"type": "tool-output-available", "toolCallId": shown}
-        if "output" in event:
-            part["output"] = event["output"]
+        part = {"type": "tool-output-available", "toolCallId": shown, "output": event.get("output")}
         return out + encode_part(part)
 
     def _interrupt(self, event: JSONObject) -> bytes:
@@ -217,6 +214,7 @@ class PartWriter:
             "type": "tool-input-available",
             "toolCallId": interrupt_id,
             "toolName": str(event.get("tool", "")),
+            "input": None,  # the prompt says what the call will do
         }
         if isinstance(prompt, str):
             part["providerMetadata"] = {"agentkeel": {"prompt": prompt}}
