@@ -11,7 +11,10 @@ on loopback, and the load generator (httpx) runs in this process:
   place, unsynced: no file is created per turn);
 - ak-memory: the same with InMemoryStorage, which separates the server's own cost from
   the cost of the disk writes (on ext4 creating a file costs 0.3-0.6 ms of kernel CPU,
-  which is why the file backend creates none per turn).
+  which is why the file backend creates none per turn);
+- ai-sdk: the ak-memory server, its turns asked for on the AI SDK binding (a
+  `DefaultChatTransport` body, the UI message stream read to ``[DONE]``) and compared
+  with ak-memory's native wire (target: within 1.3x).
 
 Each client worker has its own context, so at concurrency 32 there are 32 conversations
 and none of their turns wait for each other.
@@ -22,8 +25,9 @@ the measured turns, divided by the number of turns. That excludes start-up and t
 warm-up turns and, unlike wall-clock time, does not depend on how busy the load
 generator keeps the machine. Without /proc (not Linux) CPU is reported as n/a.
 
-Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH]``. Prints numbers and
-the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL); never asserts.
+Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH] [--only a,b]``. Prints
+numbers and the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL), and
+each binding's against the native wire; never asserts.
 """
 
 from __future__ import annotations
@@ -46,7 +50,10 @@ from agentkeel.sse import aiter_sse, encode_frame
 
 MEMORY = "ak-memory"
 POSTGRES = "ak-postgres"
-SCENARIOS = ("floor", "agentkeel", MEMORY, POSTGRES)
+AI_SDK = "ai-sdk"
+SCENARIOS = ("floor", "agentkeel", MEMORY, POSTGRES, AI_SDK)
+BASELINES = {AI_SDK: (MEMORY, 1.3)}
+"""A binding's row is compared with the native wire on the same server, not with the floor."""
 POSTGRES_ENV = "AGENTKEEL_BENCH_POSTGRES"
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 TOKENS = 50
@@ -121,7 +128,7 @@ def serve(kind: str, folder: Path) -> None:
     app = (
         floor_app()
         if kind == "floor"
-        else agentkeel_app(folder, memory=kind == MEMORY, postgres=postgres)
+        else agentkeel_app(folder, memory=kind in (MEMORY, AI_SDK), postgres=postgres)
     )
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
@@ -206,7 +213,25 @@ def postgres_cpu() -> float | None:
     return total
 
 
-async def one_turn(client: httpx.AsyncClient, context_id: str) -> float:
+async def one_ai_sdk_turn(client: httpx.AsyncClient, context_id: str) -> float:
+    """A turn as `useChat` asks for it: the whole chat sent along, read to ``[DONE]``."""
+    start = time.perf_counter()
+    message = {"id": os.urandom(8).hex(), "role": "user", "parts": [{"type": "text", "text": "go"}]}
+    body = {"id": context_id, "messages": [message], "trigger": "submit-message"}
+    async with client.stream("POST", "/agents/bench/ai-sdk", json=body) as response:
+        deltas = 0
+        async for frame in aiter_sse(response.aiter_bytes()):
+            deltas += '"text-delta"' in frame.data
+            if frame.data == "[DONE]":
+                break
+    if deltas < TOKENS:
+        raise RuntimeError(f"a turn streamed only {deltas} text deltas")
+    return time.perf_counter() - start
+
+
+async def one_turn(client: httpx.AsyncClient, context_id: str, scenario: str = "") -> float:
+    if scenario == AI_SDK:
+        return await one_ai_sdk_turn(client, context_id)
     start = time.perf_counter()
     body = {"message": "go", "contextId": context_id}
     async with client.stream("POST", "/agents/bench/stream", json=body) as response:
@@ -224,14 +249,14 @@ async def load(url: str, concurrency: int, turns: int, pid: int, scenario: str) 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
         for index in range(min(WARMUP_TURNS, turns)):
-            await one_turn(client, f"ctx-warmup-{concurrency}-{index % 4}")
+            await one_turn(client, f"ctx-warmup-{concurrency}-{index % 4}", scenario)
         latencies: list[float] = []
         per_worker = max(1, turns // concurrency)
 
         async def worker(number: int) -> None:
             context_id = f"ctx-{scenario}-{concurrency}-{number}"
             for _ in range(per_worker):
-                latencies.append(await one_turn(client, context_id))
+                latencies.append(await one_turn(client, context_id, scenario))
 
         cpu_before, db_before = process_cpu(pid), postgres_cpu()
         start = time.perf_counter()
@@ -286,10 +311,10 @@ def report(rows: list[Figures]) -> None:
     print()
     by_key = {(row.scenario, row.concurrency): row for row in rows}
     for concurrency in sorted({row.concurrency for row in rows}):
-        floor = by_key[("floor", concurrency)]
         for scenario in SCENARIOS[1:]:
-            ours = by_key.get((scenario, concurrency))
-            if ours is None:
+            base, target = BASELINES.get(scenario, ("floor", 2.0))
+            ours, floor = by_key.get((scenario, concurrency)), by_key.get((base, concurrency))
+            if ours is None or floor is None:
                 continue
             if ours.cpu_ms_per_turn is None or not floor.cpu_ms_per_turn:
                 print(f"concurrency {concurrency}: CPU ratio n/a (no /proc)")
@@ -297,8 +322,8 @@ def report(rows: list[Figures]) -> None:
             ratio = ours.cpu_ms_per_turn / floor.cpu_ms_per_turn
             latency = ours.percentile(0.5) / floor.percentile(0.5)
             print(
-                f"concurrency {concurrency:>2}: {scenario}/floor server CPU per turn = "
-                f"{ratio:.2f}x (target <= 2x for agentkeel); latency p50 {latency:.2f}x"
+                f"concurrency {concurrency:>2}: {scenario}/{base} server CPU per turn = "
+                f"{ratio:.2f}x (target <= {target:g}x); latency p50 {latency:.2f}x"
             )
 
 
@@ -307,6 +332,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=320, help="measured turns per scenario")
     parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL ('' for none)")
+    parser.add_argument("--only", default="", help="comma-separated scenarios (default: all)")
     parser.add_argument("--serve", choices=SCENARIOS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -314,6 +340,8 @@ def main() -> None:
         return
     postgres = LOCAL_POSTGRES if args.postgres is None and _listening(5432) else args.postgres
     kinds = [kind for kind in SCENARIOS if kind != POSTGRES or postgres]
+    if args.only:
+        kinds = [kind for kind in kinds if kind in args.only.split(",")]
     schema = f"bench_serve_{os.getpid()}"
     if postgres:
         joiner = "&" if "?" in postgres else "?"

@@ -62,18 +62,6 @@ async def test_the_last_message_alone_is_enough(served: Served) -> None:
     assert text_of(parts) == "one|history"
 
 
-async def test_a_retried_message_joins_its_run_instead_of_running_twice(served: Served) -> None:
-    async with _client(served) as client:
-        first = await chat(client, body("chat-retry", [user("once", "u-same")]))
-        again = await chat(client, body("chat-retry", [user("once", "u-same")]))
-        changed = await client.post(PATH, json=body("chat-retry", [user("twice", "u-same")]))
-    assert text_of(again) == text_of(first) == "echo: once"
-    assert again[0]["messageId"] == first[0]["messageId"]
-    assert len(served.models["chat-retry"].requests) == 1
-    assert changed.status_code == 422
-    assert changed.json()["error"]["code"] == "idempotency_key_reused"
-
-
 async def test_an_approval_round_trip_and_a_rejection(served: Served) -> None:
     async with _client(served) as client:
         asked = await chat(client, body("chat-hitl", [user("delete a.txt", "u-1")]))

@@ -70,17 +70,17 @@ async def chat(request: Request) -> SSEResponse:
     action = parsed.action
     writer = PartWriter()
     head = b""
-    idempotency_key = None
-    fingerprint: JSONObject
+    native: JSONObject
     if isinstance(action, NewMessage):
-        fingerprint = {"message": action.text, "contextId": key.context_id}
-        idempotency_key = action.message_id  # a retried send joins the first one's run
+        # not deduplicated by message id: the AI SDK never posts a message twice (a cut
+        # stream is resumed with GET), and a claim per turn would cost every turn
+        native = {"message": action.text, "contextId": key.context_id}
     elif isinstance(action, ApprovalAnswer):
         decision: JSONObject = {"approved": action.approved}
         if action.reason is not None:
             decision["reason"] = action.reason
         resume: JSONObject = {"interruptId": action.approval_id, "decision": decision}
-        fingerprint = {"contextId": key.context_id, "resume": resume}
+        native = {"contextId": key.context_id, "resume": resume}
         latest = await runtime.latest(key)
         if latest is not None:
             writer.shown.update(
@@ -89,15 +89,9 @@ async def chat(request: Request) -> SSEResponse:
         if not action.approved:
             head = writer.denied(action.approval_id)
     else:
-        fingerprint = await regenerate_request(runtime, key, action)
-    request_model = SendRequest.model_validate(fingerprint)
-    job = await runtime.submit(
-        key,
-        request_model,
-        idempotency_key=idempotency_key,
-        body=fingerprint,
-        sent_context_id=key.context_id,
-    )
+        native = await regenerate_request(runtime, key, action)
+    request_model = SendRequest.model_validate(native)
+    job = await runtime.submit(key, request_model, sent_context_id=key.context_id)
     if job.channel is None:
         raise RuntimeError("internal error: a started turn has no channel")
     if isinstance(action, ApprovalAnswer) and job.start_after == 0:
