@@ -15,6 +15,7 @@ the one part written for every token of every run.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring
 
 from agentkeel.messages import JSONObject, JSONValue
 
@@ -136,7 +137,7 @@ class PartWriter:
             self._text_id = f"text-{self._blocks}"
             out += encode_part({"type": "text-start", "id": self._text_id})
             self._text = b'data: {"type":"text-delta","id":"%s","delta":' % self._text_id.encode()
-        return out + self._text + _dumps(text).encode("utf-8") + b"}\n\n"
+        return out + self._text + encode_basestring(text).encode("utf-8") + b"}\n\n"
 
     def _thought(self, text: str) -> bytes:
         out = b""
@@ -149,7 +150,7 @@ class PartWriter:
             self._reasoning = (
                 b'data: {"type":"reasoning-delta","id":"%s","delta":' % self._reasoning_id.encode()
             )
-        return out + self._reasoning + _dumps(text).encode("utf-8") + b"}\n\n"
+        return out + self._reasoning + encode_basestring(text).encode("utf-8") + b"}\n\n"
 
     def _close(self) -> bytes:
         out = b""

@@ -61,16 +61,18 @@ async def ui_parts(
         replay: Go on past done frames that later segments follow (a resume).
         head: Parts written after ``start`` and before the first frame's.
     """
-    yield writer.start(stream.run_id) + head
+    pending = writer.start(stream.run_id) + head  # sent with the first frames: one write
     try:
         while True:
             last_done = None
             async with aclosing(runtime.follow(stream, after)) as batches:
                 async for batch in batches:
                     if not batch:
-                        yield _HEARTBEAT
+                        yield pending + _HEARTBEAT
+                        pending = b""
                         continue
-                    out = []
+                    out = [pending]
+                    pending = b""
                     for frame in batch:
                         if not frame.done:
                             out.append(writer.frame(frame.data))
@@ -83,7 +85,7 @@ async def ui_parts(
                 logger.warning(
                     "run_id=<%s> | the run's frames ended without a done frame", stream.run_id
                 )
-                yield writer.failure(_LOST)
+                yield pending + writer.failure(_LOST)
                 return
             if not (replay and (stream.active or stream.last_id > last_done.id)):
                 return
@@ -95,4 +97,4 @@ async def ui_parts(
             after = last_done.id
     except AgentkeelError as exc:
         logger.error("code=<%s> | an AI SDK stream failed: %s", exc.code, exc.message)
-        yield writer.failure(_LOST)
+        yield pending + writer.failure(_LOST)
