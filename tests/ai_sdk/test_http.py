@@ -194,3 +194,16 @@ async def test_the_binding_shares_contexts_with_the_native_wire(served: Served) 
         )
         await anyio.sleep(0)
     assert native.json()["text"] == "from useChat|history"
+
+
+async def test_regenerate_is_refused_with_its_code_and_changes_nothing(served: Served) -> None:
+    async with _client(served) as client:
+        await chat(client, body("chat-regen", [user("one")]))
+        refused = await client.post(
+            PATH, json=body("chat-regen", [user("one")], trigger="regenerate-message")
+        )
+        parts = await chat(client, body("chat-regen", [user("history", "u-2")]))
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "regenerate_unsupported"
+    assert text_of(parts) == "one|history"
+    assert len(served.models["chat-regen"].requests) == 2
