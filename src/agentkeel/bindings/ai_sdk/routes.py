@@ -11,9 +11,10 @@ part.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from agentkeel.auth_settings import PRINCIPAL
@@ -31,8 +32,6 @@ from agentkeel.ids import validate_context_id
 from agentkeel.messages import JSONObject
 from agentkeel.runtime.facade import RunFacade
 from agentkeel.runtime.wire import SendRequest
-from agentkeel.server.errors import AgentNotFoundError
-from agentkeel.server.sse_response import SSEResponse
 from agentkeel.storage.base import SessionKey
 
 __all__ = ["ai_sdk_routes"]
@@ -43,10 +42,26 @@ def _runtime(request: Request) -> RunFacade:
     return runtime
 
 
+_SSE = {"cache-control": "no-cache", "x-accel-buffering": "no"} | {
+    name.decode(): value.decode() for name, value in HEADERS
+}
+
+
+def _stream(parts: AsyncGenerator[bytes, None]) -> StreamingResponse:
+    return StreamingResponse(parts, media_type="text/event-stream", headers=_SSE)
+
+
+def _unknown(request: Request, runtime: RunFacade) -> Response | None:
+    """The 404 for a path naming no agent (None when it names one)."""
+    name = request.path_params["name"]
+    if name in runtime.framework.definitions:
+        return None
+    body = {"error": {"code": "agent_not_found", "message": f"no agent is named {name!r}"}}
+    return JSONResponse(body, status_code=404)
+
+
 def _key(request: Request, runtime: RunFacade, context_id: object) -> SessionKey:
     name = request.path_params["name"]
-    if name not in runtime.framework.definitions:
-        raise AgentNotFoundError(f"no agent is named {name!r}")
     principal = request.scope.get("state", {}).get(PRINCIPAL)
     return SessionKey(
         definition=str(name),
@@ -62,9 +77,11 @@ async def _body(request: Request) -> object:
         raise InvalidRequestError("the request body must be a JSON object") from None
 
 
-async def chat(request: Request) -> SSEResponse:
+async def chat(request: Request) -> Response:
     """``POST /agents/{name}/ai-sdk``: a `DefaultChatTransport` request, as one turn."""
     runtime = _runtime(request)
+    if (unknown := _unknown(request, runtime)) is not None:
+        return unknown
     parsed: ChatRequest = parse_chat_request(await _body(request))
     key = _key(request, runtime, parsed.chat_id)
     action = parsed.action
@@ -96,17 +113,19 @@ async def chat(request: Request) -> SSEResponse:
         raise RuntimeError("internal error: a started turn has no channel")
     if isinstance(action, ApprovalAnswer) and job.start_after == 0:
         head = b""  # not a resumed segment after all: nothing was denied in it
-    return SSEResponse(ui_parts(runtime, job.channel, job.start_after, writer, head=head), HEADERS)
+    return _stream(ui_parts(runtime, job.channel, job.start_after, writer, head=head))
 
 
-async def resume(request: Request) -> Response | SSEResponse:
+async def resume(request: Request) -> Response:
     """``GET /agents/{name}/ai-sdk/{chatId}/stream``: the running run, replayed; else 204."""
     runtime = _runtime(request)
+    if (unknown := _unknown(request, runtime)) is not None:
+        return unknown
     key = _key(request, runtime, request.path_params["chat_id"])
     stream = await runtime.latest(key)
     if stream is None or not stream.active:
         return Response(status_code=204)
-    return SSEResponse(ui_parts(runtime, stream, 0, PartWriter(), replay=True), HEADERS)
+    return _stream(ui_parts(runtime, stream, 0, PartWriter(), replay=True))
 
 
 def ai_sdk_routes() -> list[BaseRoute]:
