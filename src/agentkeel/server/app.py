@@ -162,6 +162,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     )
 
     from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
+    from agentkeel.bindings.ai_sdk import ai_sdk_routes  # SPEC 10's AI SDK stream, likewise
 
     authenticator = (
         None if settings.auth is None else Authenticator(settings.auth, source=framework.source)
@@ -223,6 +224,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
             *binding.routes,
             *chat_completions.routes,
             *ag_ui.routes,
+            *ai_sdk_routes(),
             *_routes(settings),
         ],
         middleware=middleware,
