@@ -4,7 +4,11 @@ The last line of each turn commits it with ``"t"`` (the turn number, which is th
 session's version and only grows), ``"at"`` (unix time), ``"f"`` (the highest fencing
 token accepted, once one was) and, when the turn changed the AgentState, ``"s": 1`` (the
 state is in state.json, written after the lines; the turn counts once state.json reached
-it) or ``"st": {...}`` (the state inline: `rewrite`, or a state that became empty).
+it) or ``"st": {...}`` (the state inline: `rewrite`, or a state that became empty),
+and, for a turn that edits or regenerates, ``"c": n``: the turn keeps only the first `n`
+messages before its own (the cut commits with the turn, so a crash before the commit
+line leaves the history whole). A message stored before ids existed gets the id of its
+position when loaded (`messages.position_message_id`).
 Whatever follows the last committed turn is dropped on load and cut off before the next
 append; an undecodable line *before* a commit is a CorruptSessionError naming the file.
 """
@@ -54,6 +58,8 @@ class Tail:
     """The highest fencing token a commit of this session carried."""
     stamp: tuple[int, int, int] | None = None
     """`_fs.stamp` of messages.jsonl when this was true: another writer changes it."""
+    count: int = 0
+    """How many messages the committed history holds (what a cut is checked against)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,9 @@ class _Commit:
     at: float | None
     needs_state_file: bool
     fence: int = 0
+    undo: tuple[int, list[Message]] | None = None
+    """For a turn with a cut: where it cut and what it dropped, to undo if it never
+    committed (its state file did not land)."""
 
 
 @dataclass(slots=True)
@@ -78,7 +87,7 @@ class Scan:
     fence: int = 0
 
 
-def _parse_line(line: str | bytes) -> tuple[JSONObject, Message | None] | None:
+def _parse_line(line: str | bytes, position: int) -> tuple[JSONObject, Message | None] | None:
     """One line as (record, its message), or None when it is not a well-formed record."""
     try:
         record = json.loads(line)
@@ -87,7 +96,9 @@ def _parse_line(line: str | bytes) -> tuple[JSONObject, Message | None] | None:
         turn = record.get("t")
         if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool)):
             return None
-        return record, message_from_json(record["m"]) if "m" in record else None
+        if "m" not in record:
+            return record, None
+        return record, message_from_json(record["m"], position=position)
     except ValueError:  # not JSON, or not a message (MessageDecodeError)
         return None
 
@@ -109,7 +120,7 @@ def scan(raw: bytes, path: Path, state_doc: tuple[int, JSONObject] | None) -> Sc
     inline: tuple[int, JSONObject] | None = None
     bad_line = 0
     for index, line in enumerate(lines):
-        parsed = _parse_line(line)
+        parsed = _parse_line(line, len(messages))
         if parsed is None:
             bad_line = bad_line or index + 1
             continue
@@ -125,13 +136,21 @@ def scan(raw: bytes, path: Path, state_doc: tuple[int, JSONObject] | None) -> Sc
         at = float(at) if isinstance(at, int | float) else None
         fence = record.get("f")
         fence = fence if isinstance(fence, int) else 0
-        commit = _Commit(index, len(messages), turn, at, record.get("s") == 1, fence)
+        cut, before = record.get("c"), commits[-1].count
+        undo = None
+        if isinstance(cut, int) and 0 <= cut < before:
+            undo = (cut, messages[cut:before])
+            del messages[cut:before]
+        commit = _Commit(index, len(messages), turn, at, record.get("s") == 1, fence, undo)
         commits = [commits[-1], commit]
         inline_state = record.get("st")
         if isinstance(inline_state, dict):
             inline = (turn, inline_state)
     last = commits[-1]
     if last.needs_state_file and (state_doc is None or state_doc[0] < last.turn):
+        if last.undo is not None:  # put back what its cut dropped
+            del messages[last.undo[0] :]
+            messages.extend(last.undo[1])
         last = commits[0]  # its lines landed but its state did not: it never committed
     del messages[last.count :]
     if last.line == len(lines) - 1:

@@ -42,6 +42,7 @@ from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
 from agentkeel.result import Usage
 from agentkeel.storage import _file_retention, _records, _session_files
+from agentkeel.storage._file_transcript import FileTranscript
 from agentkeel.storage._history import (
     Tail,
     encode_json,
@@ -76,7 +77,7 @@ def _document_file(name: str) -> str:
     return f"{name}.json"
 
 
-class LocalFileStorage(_file_retention.FileRetention):
+class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
     """A SessionStorage that keeps each session in a folder of plain, inspectable files.
 
     Args:
@@ -155,24 +156,16 @@ class LocalFileStorage(_file_retention.FileRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        cut: int | None = None,
     ) -> int:
-        """Append one turn as one fsynced batch; a crash keeps all of it or none."""
+        """Append one turn as one fsynced batch (its cut too); a crash keeps all or none."""
         require_key(key, "append")
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
         async with self._lock(key):
-            tail = self._cache.get(key)
-            tail = await self._call(
-                key,
-                _session_files.append,
-                self.path(key),
-                key,
-                tail,
-                lines,
-                encoded_state,
-                expected_version,
-                fence,
-            )
+            args = (self.path(key), key, self._cache.get(key), lines, encoded_state)
+            checks = (expected_version, fence, cut)
+            tail = await self._call(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
             return tail.turn
 

@@ -37,6 +37,7 @@ from agentkeel.storage.guard import check_commit
 from agentkeel.storage.postgres_extras import PostgresCapabilities
 from agentkeel.storage.postgres_pool import Row, redact, text_key, who
 from agentkeel.storage.postgres_retention import PostgresRetention
+from agentkeel.storage.postgres_transcript import PostgresTranscript
 
 if TYPE_CHECKING:
     from agentkeel.checkpoint.postgres import PostgresCheckpointer
@@ -46,7 +47,7 @@ __all__ = ["PostgresStorage", "from_url", "redact", "text_key"]
 _OWN_PARAMETERS = ("schema", "prepare_threshold", "pool_size")
 
 
-class PostgresStorage(PostgresCapabilities, PostgresRetention):
+class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresTranscript):
     """A SessionStorage (with every optional capability) in one PostgreSQL schema.
 
     Args:
@@ -89,7 +90,7 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
         version, state_text, created, updated, count, history = row
         where = f"postgresql:{self.schema}.sessions[{key.session_id}]"
         try:
-            messages = messages_from_json(json.loads(history))
+            messages = messages_from_json(json.loads(history))  # seq n is position n - 1
             state = json.loads(state_text)
         except (ValueError, MessageDecodeError) as exc:
             raise CorruptSessionError(f"{where}: cannot decode: {exc}", path=where) from None
@@ -136,16 +137,21 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        cut: int | None = None,
     ) -> int:
         """Append one turn in one transaction; the history is never read.
 
         A saved session whose version and fence let the write through takes one
-        statement (one round trip); a new session, or a write the checks refuse, takes
-        the locking transaction, which creates the row or raises ConcurrentWriteError.
+        statement (one round trip); a new session, a cut, or a write the checks refuse,
+        takes the locking transaction, which creates the row or raises
+        ConcurrentWriteError. A cut deletes the rows after it in that transaction.
         """
         require_key(key, "append")
         bodies = [line.decode("utf-8") for line in encode_messages(messages)]
         encoded_state = None if state is None else encode_json(state).decode("utf-8")
+        if cut is not None:
+            checks = (expected_version, fence, cut)
+            return await self._append_locked(key, bodies, encoded_state, *checks)
         fast = await self._one(
             "WITH moved AS (UPDATE {s}.sessions SET"
             "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
@@ -173,25 +179,45 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
         )
         if fast is not None:
             return int(fast[0])
+        return await self._append_locked(key, bodies, encoded_state, expected_version, fence, None)
+
+    async def _append_locked(
+        self,
+        key: SessionKey,
+        bodies: list[str],
+        encoded_state: str | None,
+        expected_version: int | None,
+        fence: int | None,
+        cut: int | None,
+    ) -> int:
         async with self._connection() as conn, conn.transaction():
             session_id, count, highest = await self._lock(conn, key, expected_version, fence)
+            if cut is not None and not 0 <= cut <= count:
+                raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
+            if cut is not None and cut < count:
+                await conn.execute(
+                    self._sql("DELETE FROM {s}.messages WHERE session_id = %s AND seq > %s"),
+                    (session_id, cut),
+                )
             cursor = await conn.execute(
                 self._sql(
                     "WITH added AS (INSERT INTO {s}.messages (session_id, seq, body)"
                     "  SELECT %(id)s, %(base)s + n.ord, n.body::json"
                     "  FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord))"
                     " UPDATE {s}.sessions SET"
-                    "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
+                    "  version = version + CASE WHEN %(n)s > 0 OR %(cuts)s"
+                    "    OR (%(state)s::text IS NOT NULL"
                     "    AND state::text IS DISTINCT FROM %(state)s::text) THEN 1 ELSE 0 END,"
                     "  state = coalesce(%(state)s::json, state),"
-                    "  message_count = message_count + %(n)s, fence = %(fence)s,"
+                    "  message_count = %(base)s + %(n)s, fence = %(fence)s,"
                     "  created_at = CASE WHEN saved THEN created_at ELSE %(now)s END,"
                     "  updated_at = %(now)s, saved = true"
                     " WHERE id = %(id)s RETURNING version"
                 ),
                 {
                     "id": session_id,
-                    "base": count,
+                    "base": count if cut is None else cut,
+                    "cuts": cut is not None and cut < count,
                     "bodies": bodies,
                     "n": len(bodies),
                     "state": encoded_state,

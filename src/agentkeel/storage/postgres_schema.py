@@ -164,6 +164,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        4,
+        "transcript: messages by id, a principal's sessions by definition and update time",
+        (
+            "CREATE INDEX messages_id ON {s}.messages (session_id, (body->>'id'))",
+            "CREATE INDEX sessions_listed ON {s}.sessions"
+            " (principal, definition, updated_at DESC, context_id DESC) WHERE saved",
+        ),
+    ),
 )
 """Every migration, oldest first; the last one's version is what this code writes."""
 
