@@ -56,6 +56,7 @@ from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
 from agentkeel.output import OutputType
 from agentkeel.result import AgentResult, ErrorInfo, RunStatus
+from agentkeel.rewind import Rewind
 from agentkeel.run_state import RunState
 from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
@@ -238,12 +239,12 @@ class Agent:
 
     async def invoke_async(
         self,
-        prompt: str | Message,
+        prompt: str | Message | Rewind,
         *,
         invocation_state: InvocationState | None = None,
         on_event: EventHandler | None = None,
     ) -> AgentResult:
-        """Run one turn; `on_event` receives every run event as it happens."""
+        """Run one turn (a `Rewind` edits or regenerates); `on_event` gets every event."""
         return await self._execute(
             prompt,
             None,
@@ -338,7 +339,7 @@ class Agent:
 
     def _stream(
         self,
-        prompt: str | Message | None,
+        prompt: str | Message | Rewind | None,
         resume: tuple[str, Decision] | None,
         invocation_state: InvocationState | None,
     ) -> AsyncGenerator[StreamItem, None]:
@@ -351,7 +352,7 @@ class Agent:
 
     async def _execute(
         self,
-        prompt: str | Message | None,
+        prompt: str | Message | Rewind | None,
         resume: tuple[str, Decision] | None,
         invocation_state: InvocationState,
         emit: EventHandler,
@@ -415,7 +416,7 @@ class Agent:
             tools=tools,
             approve=self.approve,
             system_prompt=self.system_prompt,
-            history=self.messages,
+            history=self.messages if run.cut is None else self.messages[: run.cut],
             conversation_manager=self.conversation_manager,
             hooks=self.hooks,
             middleware=self.middleware,
@@ -433,13 +434,15 @@ class Agent:
             return UsageMeter(self.budgets, storage, manager.key)
         return UsageMeter(self.budgets) if self.budgets.any else None
 
-    def _begin(self, prompt: str | Message | None) -> RunState:
+    def _begin(self, prompt: str | Message | Rewind | None) -> RunState:
         if self._suspended is not None:
             first = self._suspended.pending[0].interrupt
             raise InterruptPendingError(
                 f"the conversation waits for a decision on interrupt {first.id}",
                 interrupt_id=first.id,
             )
+        if isinstance(prompt, Rewind):
+            return prompt.begin(self.messages)
         if isinstance(prompt, str):
             message = Message.user(prompt)
         elif isinstance(prompt, Message) and prompt.role == "user":
@@ -486,7 +489,7 @@ class Agent:
         new_messages = list(run.messages) if commit else []
         rewrite = False
         if commit:
-            self.messages.extend(new_messages)
+            self.messages[len(self.messages) if run.cut is None else run.cut :] = new_messages
             trimmed = self.conversation_manager.trim(self.messages)
             if trimmed is not None:
                 self.messages[:] = trimmed
@@ -512,7 +515,7 @@ class Agent:
             output=outcome.output if status == "completed" else None,
         )
         if self.session_manager is not None:
-            record = _record(run, result)
+            record = run.record(result)
             if status == "suspended":
                 await self.session_manager.save_suspended(record=record, run=run)
             else:
@@ -523,6 +526,7 @@ class Agent:
                     history=self.messages,
                     state=self.state.to_dict() if self.state.dirty else None,
                     rewrite=rewrite,
+                    cut=None if rewrite else run.cut,
                 )
                 self.state.mark_saved()
         return result
@@ -536,22 +540,6 @@ def _stop_reason(status: RunStatus, model_reason: str) -> str:
     if status == "failed":
         return "error"
     return model_reason
-
-
-def _record(run: RunState, result: AgentResult) -> RunRecord:
-    return RunRecord(
-        run_id=run.run_id,
-        status=result.status,
-        input=run.input,
-        started_at=run.started_at,
-        ended_at=None if result.status == "suspended" else time.time(),
-        text=result.text,
-        tool_calls=result.tool_calls,
-        usage=result.usage,
-        error=result.error,
-        interrupts=result.interrupts,
-        stop_reason=result.stop_reason,
-    )
 
 
 @functools.cache

@@ -8,8 +8,9 @@ calls of the current step, their finished outcomes and the pending interrupts.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from agentkeel.interrupts import Decision, Interrupt
 from agentkeel.messages import (
@@ -22,6 +23,10 @@ from agentkeel.messages import (
 )
 from agentkeel.middleware import ToolOutcome
 from agentkeel.result import ToolCallRecord, Usage
+
+if TYPE_CHECKING:
+    from agentkeel.result import AgentResult
+    from agentkeel.storage.base import RunRecord
 
 __all__ = ["PendingCall", "RunState"]
 
@@ -84,6 +89,27 @@ class RunState:
     """Outcomes of the current step's calls that have finished."""
     pending: list[PendingCall] = field(default_factory=list)
     stop_reason: str = "end_turn"
+    cut: int | None = None
+    """For an edit or a regenerate: how many messages of the history the run keeps (it
+    sees only those, and its commit drops the rest); None keeps them all."""
+
+    def record(self, result: AgentResult) -> RunRecord:
+        """The run's stored record once it ended (or suspended) with `result`."""
+        from agentkeel.storage.base import RunRecord
+
+        return RunRecord(
+            run_id=self.run_id,
+            status=result.status,
+            input=self.input,
+            started_at=self.started_at,
+            ended_at=None if result.status == "suspended" else time.time(),
+            text=result.text,
+            tool_calls=result.tool_calls,
+            usage=result.usage,
+            error=result.error,
+            interrupts=result.interrupts,
+            stop_reason=result.stop_reason,
+        )
 
     def ordered_records(self) -> tuple[ToolCallRecord, ...]:
         """The tool call records in the model's call order (not completion order)."""
@@ -107,6 +133,7 @@ class RunState:
             },
             "pending": [p.to_json() for p in self.pending],
             "stop_reason": self.stop_reason,
+            "cut": self.cut,
         }
 
     @classmethod
@@ -120,8 +147,11 @@ class RunState:
         ]
         started = data["started_at"]
         step = data["step"]
+        cut = data.get("cut")
         if not isinstance(started, int | float) or not isinstance(step, int):
             raise ValueError("malformed run state")
+        if cut is not None and (not isinstance(cut, int) or isinstance(cut, bool) or cut < 0):
+            raise ValueError("malformed run state: cut")
         return cls(
             run_id=str(data["run_id"]),
             input=data.get("input"),
@@ -148,4 +178,5 @@ class RunState:
                 for p in cast(list[JSONValue], data.get("pending") or [])
             ],
             stop_reason=str(data.get("stop_reason") or "end_turn"),
+            cut=cut,
         )

@@ -143,12 +143,15 @@ class SessionManager:
         history: Sequence[Message],
         state: JSONObject | None,
         rewrite: bool,
+        cut: int | None = None,
     ) -> None:
         """Save a run that ended: its record, the history and state, then drop its checkpoint.
 
         `state` is None when the AgentState did not change, and then the stored state is
         kept as it is, also by a rewrite (SPEC guarantee 12). With `rewrite`, the whole
-        `history` replaces the stored one (a trim); otherwise `new_messages` are appended.
+        `history` replaces the stored one (a trim); otherwise `new_messages` are appended,
+        after cutting the stored history to its first `cut` messages when `cut` is set
+        (an edit or a regenerate: the cut commits with the turn).
 
         Raises:
             ConcurrentWriteError: Another writer moved the session on since it was
@@ -160,9 +163,14 @@ class SessionManager:
                 self.version = await self.storage.rewrite(
                     self.key, history, state, expected_version=self.version, fence=self.fence
                 )
-            elif new_messages or state is not None:
+            elif new_messages or state is not None or cut is not None:
                 self.version = await self.storage.append(
-                    self.key, new_messages, state, expected_version=self.version, fence=self.fence
+                    self.key,
+                    new_messages,
+                    state,
+                    expected_version=self.version,
+                    fence=self.fence,
+                    cut=cut,
                 )
         except ConcurrentWriteError as exc:
             # the record said how the run ended; it must say the turn was lost instead
@@ -182,6 +190,7 @@ class SessionManager:
         history: Sequence[Message],
         state: JSONObject | None,
         rewrite: bool,
+        cut: int | None = None,
     ) -> AgentResult:
         """`save_finished`, then `result`; failed with ``concurrent_write`` if refused.
 
@@ -197,6 +206,7 @@ class SessionManager:
                 history=history,
                 state=state,
                 rewrite=rewrite,
+                cut=cut,
             )
         except ConcurrentWriteError as exc:
             logger.warning("run=<%s> | turn not saved: %s", result.run_id, exc.message)

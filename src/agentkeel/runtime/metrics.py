@@ -193,7 +193,17 @@ class ServerMetrics:
             "What the retention sweeper deleted, by kind (runs, frames, sessions).",
             ("kind",),
         )
+        self.forks = Counter(
+            "agentkeel_context_forks_total", "Conversations forked, by agent.", ("agent",)
+        )
+        self.edits = Counter(
+            "agentkeel_history_edits_total",
+            "Turns that cut the history, by agent and kind (replace, regenerate).",
+            ("agent", "kind"),
+        )
         for metric in (
+            self.forks,
+            self.edits,
             self.swept,
             self.runs,
             self.turn_seconds,

@@ -19,7 +19,13 @@ from functools import partial
 import anyio
 from anyio.abc import TaskGroup
 
-from agentkeel.errors import AgentkeelError, InterruptNotFoundError, InterruptPendingError
+from agentkeel.agent import Agent
+from agentkeel.errors import (
+    AgentkeelError,
+    InterruptNotFoundError,
+    InterruptPendingError,
+    InvalidRequestError,
+)
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
 from agentkeel.messages import JSONObject
@@ -201,7 +207,10 @@ class TurnRunner:
                     "resume it (or cancel it) first",
                     interrupt_id=pending[0].id,
                 )
-            return partial(agent.invoke_async, request.prompt())
+            rewind = request.rewind()
+            if rewind is not None and not isinstance(agent, Agent):
+                raise InvalidRequestError("a swarm's conversation cannot be edited yet")
+            return partial(agent.invoke_async, rewind or request.prompt())
         resume = request.resume
         match = next((item for item in pending if item.id == resume.interrupt_id), None)
         if match is None:
@@ -252,6 +261,8 @@ class TurnRunner:
         await self._finish(job, job.channel, done_frame(job.key.context_id, result, price=price))
         job.result = send_result(job.key.context_id, result, price=price)
         self.metrics.runs.inc(definition, result.status)
+        if (rewind := request.rewind()) is not None:
+            self.metrics.edits.inc(definition, rewind.kind)
         self.metrics.turn_seconds.observe(time.monotonic() - job.began_at, definition)
 
     def _publish(self, job: RunJob, event: RunEvent) -> None:

@@ -51,6 +51,7 @@ from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
+from agentkeel.server.conversations import conversation_routes
 from agentkeel.server.memory import memory_routes
 from agentkeel.server.sweeper import RetentionSweeper
 from agentkeel.storage.base import SessionStorage
@@ -102,6 +103,7 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/agents/{name}/send", handlers.send, methods=["POST"]),
         Route("/agents/{name}/contexts/{context_id}/stream", handlers.reconnect, methods=["GET"]),
         Route("/agents/{name}/contexts/{context_id}", handlers.delete_context, methods=["DELETE"]),
+        *conversation_routes(),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
