@@ -60,7 +60,6 @@ from agentkeel.rewind import Rewind
 from agentkeel.run_state import RunState
 from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
-from agentkeel.storage.base import RunRecord
 from agentkeel.storage.usage import UsageStorage
 from agentkeel.tools.decorator import Tool
 from agentkeel.tools.toolset import Toolset, resolve_tools

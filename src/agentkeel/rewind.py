@@ -28,8 +28,10 @@ __all__ = ["Rewind"]
 
 @dataclass(frozen=True, slots=True)
 class Rewind:
-    """Edit the user message `message_id` with `prompt`, or (no prompt) regenerate the
-    assistant message `message_id`; pass it to `Agent.invoke_async` as the prompt."""
+    """Edit a user message, or regenerate an assistant message (when `prompt` is None).
+
+    Pass it to `Agent.invoke_async` in place of a prompt.
+    """
 
     message_id: str
     prompt: str | Message | None = None
@@ -40,8 +42,11 @@ class Rewind:
         return "regenerate" if self.prompt is None else "replace"
 
     def begin(self, history: Sequence[Message]) -> RunState:
-        """The run of this turn over `history`; MessageNotFoundError if it has no such
-        message in the role asked for (then nothing changes)."""
+        """The run of this turn over `history`.
+
+        Raises MessageNotFoundError if `history` has no such message in the role asked
+        for; then nothing changes.
+        """
         role = "assistant" if self.prompt is None else "user"
         index = next(
             (

@@ -27,10 +27,10 @@ from agentkeel.events import (
 )
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import MESSAGE_ID_PATTERN, JSONObject, Message, TextPart
-from agentkeel.rewind import Rewind
 from agentkeel.multiagent import SwarmResult
 from agentkeel.output import output_json
 from agentkeel.result import Usage
+from agentkeel.rewind import Rewind
 from agentkeel.serving import ServedResult
 from agentkeel.usage import ModelPrice
 

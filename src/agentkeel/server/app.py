@@ -49,9 +49,9 @@ from agentkeel.runtime.runs import ServerRuntime
 from agentkeel.runtime.toolsets import open_toolsets
 from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
+from agentkeel.server.conversations import conversation_routes
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
-from agentkeel.server.conversations import conversation_routes
 from agentkeel.server.memory import memory_routes
 from agentkeel.server.sweeper import RetentionSweeper
 from agentkeel.storage.base import SessionStorage

@@ -1,5 +1,4 @@
-"""The conversation endpoints of SPEC section 3: the context list, a summary, the
-transcript, and fork.
+"""The conversation endpoints of SPEC section 3: context list, summary, transcript, fork.
 
 The transcript is a read-only view of what the agent remembers, for the owning
 principal: one entry per user and assistant message of the committed turns, with its
