@@ -148,7 +148,9 @@ async def test_another_principal_finds_nothing(url: str) -> None:
                 "/agents/gpt/send",
                 json={"contextId": context_id, "replace": message_id, "message": "x"},
             ),
-            await bob.post("/agents/gpt/send", json={"contextId": context_id, "regenerate": message_id}),
+            await bob.post(
+                "/agents/gpt/send", json={"contextId": context_id, "regenerate": message_id}
+            ),
         ]
         listed = (await bob.get("/agents/gpt/contexts")).json()
     codes = [(r.status_code, r.json()["error"]["code"]) for r in answers]
