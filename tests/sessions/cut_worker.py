@@ -17,6 +17,7 @@ import anyio
 
 from agentkeel import LocalFileStorage, Message
 from agentkeel.keys import SessionKey
+from agentkeel.messages import JSONObject
 from agentkeel.storage.base import SessionStorage
 
 DATA = Path(sys.argv[1])
@@ -52,7 +53,11 @@ async def main() -> None:
             cut = 2 * random.randrange(len(texts) // 2)
         kept = texts if cut is None else texts[:cut]
         after = [*kept, *(m.text for m in new)]
-        state = {"count": version + 1, "length": len(after), "pad": "x" * random.randrange(9000)}
+        state: JSONObject = {
+            "count": version + 1,
+            "length": len(after),
+            "pad": "x" * random.randrange(9000),
+        }
         version = await store.append(KEY, new, state, expected_version=version, cut=cut)
         texts = after
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -98,12 +99,13 @@ async def test_each_line_is_one_message_in_the_codec_and_turns_commit(tmp_path: 
     folder = await saved(tmp_path, turns=3, state={"n": 1})
     lines = lines_of(folder / "messages.jsonl")
     # each line also holds the message's id (SPEC 3), minted when the message was made
-    assert [{k: v for k, v in line["m"].items() if k != "id"} for line in lines] == [
+    stored = [cast(JSONObject, line["m"]) for line in lines]
+    assert [{k: v for k, v in m.items() if k != "id"} for m in stored] == [
         {k: v for k, v in message_to_json(message).items() if k != "id"}
         for index in range(3)
         for message in turn(index)
     ]
-    assert all(MESSAGE_ID_PATTERN.fullmatch(line["m"]["id"]) for line in lines)
+    assert all(MESSAGE_ID_PATTERN.fullmatch(str(m["id"])) for m in stored)
     commits = [line for line in lines if "t" in line]
     assert commits == [lines[1], lines[3], lines[5]]
     assert [line["t"] for line in commits] == [1, 2, 3]

@@ -208,9 +208,11 @@ class TurnRunner:
                     interrupt_id=pending[0].id,
                 )
             rewind = request.rewind()
-            if rewind is not None and not isinstance(agent, Agent):
+            if rewind is None:
+                return partial(agent.invoke_async, request.prompt())
+            if not isinstance(agent, Agent):
                 raise InvalidRequestError("a swarm's conversation cannot be edited yet")
-            return partial(agent.invoke_async, rewind or request.prompt())
+            return partial(agent.invoke_async, rewind)
         resume = request.resume
         match = next((item for item in pending if item.id == resume.interrupt_id), None)
         if match is None:

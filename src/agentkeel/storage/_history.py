@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentkeel import _fs
@@ -60,6 +60,9 @@ class Tail:
     """`_fs.stamp` of messages.jsonl when this was true: another writer changes it."""
     count: int = 0
     """How many messages the committed history holds (what a cut is checked against)."""
+    appended: tuple[tuple[int, int], ...] = ()
+    """(offset, length) of the lines of the messages the last append wrote: what keeps a
+    transcript's page index up to date without reading the file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,7 @@ class _Commit:
     at: float | None
     needs_state_file: bool
     fence: int = 0
-    undo: tuple[int, list[Message]] | None = None
+    undo: tuple[int, list[Message], list[int]] | None = None
     """For a turn with a cut: where it cut and what it dropped, to undo if it never
     committed (its state file did not land)."""
 
@@ -85,6 +88,8 @@ class Scan:
     state: JSONObject
     state_turn: int
     fence: int = 0
+    lines: list[int] = field(default_factory=list)
+    """The index of the line of each message (for a transcript's page index)."""
 
 
 def _parse_line(line: str | bytes, position: int) -> tuple[JSONObject, Message | None] | None:
@@ -116,6 +121,7 @@ def scan(raw: bytes, path: Path, state_doc: tuple[int, JSONObject] | None) -> Sc
     end = raw.rfind(b"\n") + 1  # bytes after the last newline are a torn line
     lines = _split_lines(raw[:end])
     messages: list[Message] = []
+    line_of: list[int] = []
     commits = [_Commit(line=-1, count=0, turn=0, at=None, needs_state_file=False)]
     inline: tuple[int, JSONObject] | None = None
     bad_line = 0
@@ -127,6 +133,7 @@ def scan(raw: bytes, path: Path, state_doc: tuple[int, JSONObject] | None) -> Sc
         record, message = parsed
         if message is not None:
             messages.append(message)
+            line_of.append(index)
         turn = record.get("t")
         if not isinstance(turn, int):
             continue
@@ -139,8 +146,8 @@ def scan(raw: bytes, path: Path, state_doc: tuple[int, JSONObject] | None) -> Sc
         cut, before = record.get("c"), commits[-1].count
         undo = None
         if isinstance(cut, int) and 0 <= cut < before:
-            undo = (cut, messages[cut:before])
-            del messages[cut:before]
+            undo = (cut, messages[cut:before], line_of[cut:before])
+            del messages[cut:before], line_of[cut:before]
         commit = _Commit(index, len(messages), turn, at, record.get("s") == 1, fence, undo)
         commits = [commits[-1], commit]
         inline_state = record.get("st")
@@ -149,17 +156,18 @@ def scan(raw: bytes, path: Path, state_doc: tuple[int, JSONObject] | None) -> Sc
     last = commits[-1]
     if last.needs_state_file and (state_doc is None or state_doc[0] < last.turn):
         if last.undo is not None:  # put back what its cut dropped
-            del messages[last.undo[0] :]
+            del messages[last.undo[0] :], line_of[last.undo[0] :]
             messages.extend(last.undo[1])
+            line_of.extend(last.undo[2])
         last = commits[0]  # its lines landed but its state did not: it never committed
-    del messages[last.count :]
+    del messages[last.count :], line_of[last.count :]
     if last.line == len(lines) - 1:
         committed = end
     else:
         committed = sum(len(line) for line in raw.split(b"\n", last.line + 1)[:-1]) + last.line + 1
     candidates = [doc for doc in (state_doc, inline) if doc is not None]
     state_turn, state = max(candidates, key=lambda doc: doc[0]) if candidates else (-1, {})
-    return Scan(messages, committed, last.turn, last.at, state, state_turn, last.fence)
+    return Scan(messages, committed, last.turn, last.at, state, state_turn, last.fence, line_of)
 
 
 def encode_messages(messages: Sequence[Message]) -> list[bytes]:

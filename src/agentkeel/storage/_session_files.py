@@ -159,14 +159,20 @@ def append(
     commit = b"" if state is None else b',"st":{}' if state == EMPTY_STATE else b',"s":1'
     if cut is not None:
         commit += b',"c":%d' % cut
-    size = _fs.append_lines(path, turn_lines(messages, turn, commit, fence))
+    written = turn_lines(messages, turn, commit, fence)
+    size = _fs.append_lines(path, written)
+    spans, offset = [], size - sum(len(line) + 1 for line in written)
+    for line in written[: len(messages)]:
+        spans.append((offset, len(line)))
+        offset += len(line) + 1
     stamp = _fs.stamp(path)
     if state == EMPTY_STATE:
         _fs.remove_file(path.with_name(STATE_FILE))
     elif state is not None:
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
     count = (tail.count if cut is None else cut) + len(messages)
-    return Tail(size, size, turn, tail.state if state is None else state, fence, stamp, count)
+    state = tail.state if state is None else state
+    return Tail(size, size, turn, state, fence, stamp, count, tuple(spans))
 
 
 def rewrite(

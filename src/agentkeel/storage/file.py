@@ -163,10 +163,12 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
         async with self._lock(key):
-            args = (self.path(key), key, self._cache.get(key), lines, encoded_state)
+            before = self._cache.get(key)
+            args = (self.path(key), key, before, lines, encoded_state)
             checks = (expected_version, fence, cut)
             tail = await self._call(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
+            self._follow_append(key, before, cut, [message.id for message in messages], tail)
             return tail.turn
 
     async def rewrite(
@@ -183,6 +185,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
         async with self._lock(key):
+            self._forget_index(key)
             tail = self._cache.get(key)
             tail = await self._call(
                 key,
@@ -203,6 +206,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         require_key(key, "delete")
         async with self._lock(key):
             self._cache.pop(key, None)
+            self._forget_index(key)
             return await self._call(key, _fs.remove_tree, self.path(key))
 
     # -- run records ---------------------------------------------------------------------
