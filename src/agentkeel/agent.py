@@ -485,7 +485,7 @@ class Agent:
                 pending.decision = None
             close_step(run, missing="cancelled before the tool finished")
         commit = status != "suspended" and answered
-        new_messages = list(run.messages) if commit else []
+        new_messages = [replace(m, run_id=run.run_id) for m in run.messages] if commit else []
         rewrite = False
         if commit:
             self.messages[len(self.messages) if run.cut is None else run.cut :] = new_messages

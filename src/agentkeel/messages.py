@@ -121,6 +121,8 @@ class Message:
     Left out of equality (two messages saying the same thing are equal) and never sent
     to a model provider (provider modules map parts, not messages).
     """
+    run_id: str | None = field(default=None, compare=False)
+    """The run that committed the message (set when its turn commits), for transcripts."""
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -211,11 +213,14 @@ def _part_from_json(data: object) -> Part:
 
 def message_to_json(message: Message) -> JSONObject:
     """Encode one message as a JSON object (with its id, for storage; not for providers)."""
-    return {
+    data: JSONObject = {
         "id": message.id,
         "role": message.role,
         "parts": [_part_to_json(part) for part in message.parts],
     }
+    if message.run_id is not None:
+        data["run_id"] = message.run_id
+    return data
 
 
 def _message_id(data: Mapping[str, object], position: int | None) -> str:
@@ -241,10 +246,14 @@ def message_from_json(data: object, *, position: int | None = None) -> Message:
     parts = data.get("parts")
     if not isinstance(parts, list):
         raise MessageDecodeError("field 'parts' must be a list")
+    run_id = data.get("run_id")
+    if run_id is not None and not isinstance(run_id, str):
+        raise MessageDecodeError("field 'run_id' must be a string")
     return Message(
         role=role,
         parts=tuple(_part_from_json(part) for part in parts),
         id=_message_id(data, position),
+        run_id=run_id,
     )
 
 

@@ -60,6 +60,9 @@ async def test_the_transcript_is_a_view_of_the_committed_turns(server_url: str) 
         ("assistant", "tools said lookup success"),
     ]
     assert [m["toolCalls"] for m in messages] == [[], [], [], ["lookup"], []]
+    runs = [m["runId"] for m in messages]  # the run that wrote each message
+    assert runs[0] == runs[1] != runs[2] == runs[3] == runs[4]
+    assert all(re.fullmatch(r"run-[0-9a-f]{24}", str(run)) for run in runs)
     assert all(MESSAGE_ID_PATTERN.fullmatch(str(m["id"])) for m in messages)
     assert len({m["id"] for m in messages}) == 5
     assert "SECRET" not in str(messages)

@@ -60,6 +60,8 @@ def transcript_message(message: Message, agent: str | None = None) -> JSONObject
         "text": message.text,
         "toolCalls": [call.name for call in message.tool_calls],
     }
+    if message.run_id is not None:
+        data["runId"] = message.run_id
     if agent is not None:
         data["agent"] = agent
     return data
