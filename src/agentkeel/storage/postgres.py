@@ -90,7 +90,7 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresTranscrip
         version, state_text, created, updated, count, history = row
         where = f"postgresql:{self.schema}.sessions[{key.session_id}]"
         try:
-            messages = messages_from_json(json.loads(history))  # seq n is position n - 1
+            messages = messages_from_json(json.loads(history))
             state = json.loads(state_text)
         except (ValueError, MessageDecodeError) as exc:
             raise CorruptSessionError(f"{where}: cannot decode: {exc}", path=where) from None
@@ -142,16 +142,17 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresTranscrip
         """Append one turn in one transaction; the history is never read.
 
         A saved session whose version and fence let the write through takes one
-        statement (one round trip); a new session, a cut, or a write the checks refuse,
-        takes the locking transaction, which creates the row or raises
-        ConcurrentWriteError. A cut deletes the rows after it in that transaction.
+        statement (one round trip); a new session, or a write the checks refuse, takes
+        the locking transaction, which creates the row or raises ConcurrentWriteError.
+        A turn with a `cut` takes `PostgresTranscript._append_cut`'s transaction.
         """
         require_key(key, "append")
         bodies = [line.decode("utf-8") for line in encode_messages(messages)]
         encoded_state = None if state is None else encode_json(state).decode("utf-8")
         if cut is not None:
-            checks = (expected_version, fence, cut)
-            return await self._append_locked(key, bodies, encoded_state, *checks)
+            return await self._append_cut(
+                key, bodies, encoded_state, (expected_version, fence, cut)
+            )
         fast = await self._one(
             "WITH moved AS (UPDATE {s}.sessions SET"
             "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
@@ -179,45 +180,25 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresTranscrip
         )
         if fast is not None:
             return int(fast[0])
-        return await self._append_locked(key, bodies, encoded_state, expected_version, fence, None)
-
-    async def _append_locked(
-        self,
-        key: SessionKey,
-        bodies: list[str],
-        encoded_state: str | None,
-        expected_version: int | None,
-        fence: int | None,
-        cut: int | None,
-    ) -> int:
         async with self._connection() as conn, conn.transaction():
             session_id, count, highest = await self._lock(conn, key, expected_version, fence)
-            if cut is not None and not 0 <= cut <= count:
-                raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
-            if cut is not None and cut < count:
-                await conn.execute(
-                    self._sql("DELETE FROM {s}.messages WHERE session_id = %s AND seq > %s"),
-                    (session_id, cut),
-                )
             cursor = await conn.execute(
                 self._sql(
                     "WITH added AS (INSERT INTO {s}.messages (session_id, seq, body)"
                     "  SELECT %(id)s, %(base)s + n.ord, n.body::json"
                     "  FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord))"
                     " UPDATE {s}.sessions SET"
-                    "  version = version + CASE WHEN %(n)s > 0 OR %(cuts)s"
-                    "    OR (%(state)s::text IS NOT NULL"
+                    "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
                     "    AND state::text IS DISTINCT FROM %(state)s::text) THEN 1 ELSE 0 END,"
                     "  state = coalesce(%(state)s::json, state),"
-                    "  message_count = %(base)s + %(n)s, fence = %(fence)s,"
+                    "  message_count = message_count + %(n)s, fence = %(fence)s,"
                     "  created_at = CASE WHEN saved THEN created_at ELSE %(now)s END,"
                     "  updated_at = %(now)s, saved = true"
                     " WHERE id = %(id)s RETURNING version"
                 ),
                 {
                     "id": session_id,
-                    "base": count if cut is None else cut,
-                    "cuts": cut is not None and cut < count,
+                    "base": count,
                     "bodies": bodies,
                     "n": len(bodies),
                     "state": encoded_state,

@@ -10,8 +10,10 @@ transcript count are read from its own rows.
 from __future__ import annotations
 
 import json
+import time
+from typing import TYPE_CHECKING
 
-from agentkeel.errors import CorruptSessionError, MessageNotFoundError
+from agentkeel.errors import CorruptSessionError, MessageNotFoundError, StorageError
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import (
     MESSAGE_ID_PATTERN,
@@ -20,7 +22,8 @@ from agentkeel.messages import (
     messages_from_json,
 )
 from agentkeel.storage.base import SessionMetadata
-from agentkeel.storage.postgres_pool import PostgresPool, text_key, who
+from agentkeel.storage.postgres_pool import PostgresPool, Row, text_key, who
+from agentkeel.storage.postgres_schema import MESSAGE_ID_SQL
 from agentkeel.storage.transcript import (
     ContextListing,
     HistoryPage,
@@ -29,13 +32,23 @@ from agentkeel.storage.transcript import (
     title_of,
 )
 
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
 __all__ = ["PostgresTranscript"]
 
+_ID = MESSAGE_ID_SQL.replace("body", "m.body")
+_HEAD = '^\\{{\\s*("id"\\s*:\\s*"msg-[0-9a-f]{{24}}"\\s*,\\s*)?"role"\\s*:\\s*'
+"""A row's text up to its role: the codec writes ``id`` (when there is one) and ``role``
+first."""
 _SHOWN = (
-    "(m.body->>'role' = 'assistant'"
-    ' OR NOT m.body::jsonb @> \'{{"parts": [{{"kind": "tool_result"}}]}}\'::jsonb)'
+    f'(m.body::text ~ \'{_HEAD}"assistant"\' OR m.body::text !~ \'"kind"\\s*:\\s*"tool_result"\')'
 )
-"""SQL for `transcript.in_transcript` over a message row ``m``."""
+"""SQL for `transcript.in_transcript` over a message row ``m``, on its text: JSON
+operators fail on a row whose JSON holds ``\\u0000``, which a message may."""
+
+
+_USER = f"m.body::text ~ '{_HEAD}\"user\"'"
 
 
 def _legacy_seq(after: str | None) -> int:
@@ -47,7 +60,69 @@ def _legacy_seq(after: str | None) -> int:
 
 
 class PostgresTranscript(PostgresPool):
-    """`TranscriptStorage` on the pool."""
+    """`TranscriptStorage` on the pool, and the transaction of a turn that cuts."""
+
+    if TYPE_CHECKING:
+
+        async def _lock(
+            self,
+            conn: AsyncConnection[Row],
+            key: SessionKey,
+            expected_version: int | None,
+            fence: int | None,
+        ) -> tuple[int, int, int]: ...
+
+    async def _append_cut(
+        self,
+        key: SessionKey,
+        bodies: list[str],
+        state: str | None,
+        checks: tuple[int | None, int | None, int],
+    ) -> int:
+        """The turn of an edit or a regenerate, in one transaction.
+
+        The rows after `cut` go, the turn's come, the session row moves on: the cost is
+        the cut's and the turn's, never the history's.
+        """
+        expected_version, fence, cut = checks
+        async with self._connection() as conn, conn.transaction():
+            session_id, count, highest = await self._lock(conn, key, expected_version, fence)
+            if not 0 <= cut <= count:
+                raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
+            await conn.execute(
+                self._sql("DELETE FROM {s}.messages WHERE session_id = %s AND seq > %s"),
+                (session_id, cut),
+            )
+            cursor = await conn.execute(
+                self._sql(
+                    "WITH added AS (INSERT INTO {s}.messages (session_id, seq, body)"
+                    "  SELECT %(id)s, %(cut)s + n.ord, n.body::json"
+                    "  FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord))"
+                    " UPDATE {s}.sessions SET"
+                    "  version = version + CASE WHEN %(n)s > 0 OR %(cuts)s"
+                    "    OR (%(state)s::text IS NOT NULL"
+                    "    AND state::text IS DISTINCT FROM %(state)s::text) THEN 1 ELSE 0 END,"
+                    "  state = coalesce(%(state)s::json, state),"
+                    "  message_count = %(cut)s + %(n)s, fence = %(fence)s,"
+                    "  created_at = CASE WHEN saved THEN created_at ELSE %(now)s END,"
+                    "  updated_at = %(now)s, saved = true"
+                    " WHERE id = %(id)s RETURNING version"
+                ),
+                {
+                    "id": session_id,
+                    "cut": cut,
+                    "cuts": cut < count,
+                    "bodies": bodies,
+                    "n": len(bodies),
+                    "state": state,
+                    "fence": highest,
+                    "now": time.time(),
+                },
+            )
+            row = await cursor.fetchone()
+        if row is None:
+            raise StorageError(f"the session row of {key.session_id} went away mid-turn")
+        return int(row[0])
 
     async def read_messages(
         self, key: SessionKey, *, after: str | None, limit: int
@@ -59,9 +134,9 @@ class PostgresTranscript(PostgresPool):
             "  WHERE principal = %(p)s AND definition = %(d)s AND context_id = %(c)s AND saved),"
             " mark AS (SELECT coalesce("
             "  (SELECT m.seq FROM {s}.messages m JOIN owner ON m.session_id = owner.id"
-            "   WHERE m.body->>'id' = %(after)s LIMIT 1),"
+            f"   WHERE {_ID} = %(after)s LIMIT 1),"
             "  (SELECT m.seq FROM {s}.messages m JOIN owner ON m.session_id = owner.id"
-            "   WHERE m.seq = %(legacy)s AND m.body->>'id' IS NULL)) AS seq),"
+            f"   WHERE m.seq = %(legacy)s AND {_ID} IS NULL)) AS seq),"
             " page AS (SELECT m.seq, m.body FROM {s}.messages m JOIN owner"
             "  ON m.session_id = owner.id"
             "  WHERE m.seq > coalesce((SELECT seq FROM mark), 0)"
@@ -98,7 +173,7 @@ class PostgresTranscript(PostgresPool):
             "SELECT s.context_id, s.created_at, s.updated_at, s.message_count,"
             f" (SELECT count(*) FROM {{s}}.messages m WHERE m.session_id = s.id AND {_SHOWN}),"
             " (SELECT m.body::text FROM {s}.messages m WHERE m.session_id = s.id"
-            f"  AND m.body->>'role' = 'user' AND {_SHOWN} ORDER BY m.seq LIMIT 1)"
+            f"  AND {_USER} AND {_SHOWN} ORDER BY m.seq LIMIT 1)"
             " FROM {s}.sessions s"
             " WHERE s.principal = %s AND s.definition = %s AND s.saved"
             "  AND (%s::double precision IS NULL"
