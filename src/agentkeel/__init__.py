@@ -63,6 +63,7 @@ from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
 from agentkeel.multiagent import Swarm, SwarmResult, SwarmSession
 from agentkeel.result import AgentResult, ToolCallRecord, Usage
+from agentkeel.rewind import Rewind
 from agentkeel.session import SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
@@ -115,6 +116,7 @@ __all__ = [
     "OutputInvalidError",
     "Reject",
     "RestoreRequiredError",
+    "Rewind",
     "RunContext",
     "RunEvent",
     "RunInProgressError",

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import anyio
+
 from agentkeel import _fs
 from agentkeel.errors import AgentkeelError, CorruptSessionError, MessageNotFoundError
 from agentkeel.ids import decode_path_segment, encode_path_segment
@@ -142,6 +144,8 @@ class FileTranscript:
 
         def path(self, key: SessionKey) -> Path: ...
 
+        def _lock(self, key: SessionKey) -> anyio.Lock: ...
+
         async def _call(
             self, key: SessionKey | None, func: Callable[..., _T], *args: object
         ) -> _T: ...
@@ -172,8 +176,18 @@ class FileTranscript:
     async def read_messages(
         self, key: SessionKey, *, after: str | None, limit: int
     ) -> HistoryPage | None:
-        """A page of the committed history (TranscriptStorage); reads only its lines."""
-        folder = self.path(require_key(key, "read_messages"))
+        """A page of the committed history (TranscriptStorage); reads only its lines.
+
+        Under the session's lock, so that no write of this process moves the lines while
+        they are read.
+        """
+        async with self._lock(require_key(key, "read_messages")):
+            return await self._read_page(key, after, limit)
+
+    async def _read_page(
+        self, key: SessionKey, after: str | None, limit: int
+    ) -> HistoryPage | None:
+        folder = self.path(key)
         path = folder / _session_files.MESSAGES_FILE
         indexes = self._indexes()
         index = indexes.get(key)
