@@ -64,7 +64,8 @@ from agentkeel.models.scripted import ScriptedModel, ScriptedToolCall, ScriptedT
 from agentkeel.multiagent import Swarm, SwarmResult, SwarmSession
 from agentkeel.result import AgentResult, ToolCallRecord, Usage
 from agentkeel.rewind import Rewind
-from agentkeel.session import SessionManager
+from agentkeel.servable import Servable
+from agentkeel.session import SessionHome, SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
@@ -124,6 +125,8 @@ __all__ = [
     "ScriptedModel",
     "ScriptedToolCall",
     "ScriptedTurn",
+    "Servable",
+    "SessionHome",
     "SessionManager",
     "SessionStorage",
     "SharedAgentError",

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentkeel.errors import InvalidRequestError, MessageNotFoundError
-from agentkeel.ids import new_run_id
 from agentkeel.messages import Message
 from agentkeel.run_state import RunState
 from agentkeel.storage.transcript import in_transcript
@@ -30,7 +29,7 @@ __all__ = ["Rewind"]
 class Rewind:
     """Edit a user message, or regenerate an assistant message (when `prompt` is None).
 
-    Pass it to `Agent.invoke_async` in place of a prompt.
+    `Agent.rewind_async` runs it.
     """
 
     message_id: str
@@ -41,7 +40,7 @@ class Rewind:
         """``replace`` or ``regenerate`` (what metrics count)."""
         return "regenerate" if self.prompt is None else "replace"
 
-    def begin(self, history: Sequence[Message]) -> RunState:
+    def begin(self, history: Sequence[Message], run_id: str) -> RunState:
         """The run of this turn over `history`.
 
         Raises MessageNotFoundError if `history` has no such message in the role asked
@@ -69,7 +68,7 @@ class Rewind:
             messages.append(self.prompt)
         users = [m for m in [*history[:index], *messages] if m.role == "user" and in_transcript(m)]
         return RunState(
-            run_id=new_run_id(),
+            run_id=run_id,
             input=users[-1].text if users else "",
             started_at=time.time(),
             messages=messages,

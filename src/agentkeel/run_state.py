@@ -8,9 +8,8 @@ calls of the current step, their finished outcomes and the pending interrupts.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from agentkeel.interrupts import Decision, Interrupt
 from agentkeel.messages import (
@@ -23,10 +22,6 @@ from agentkeel.messages import (
 )
 from agentkeel.middleware import ToolOutcome
 from agentkeel.result import ToolCallRecord, Usage
-
-if TYPE_CHECKING:
-    from agentkeel.result import AgentResult
-    from agentkeel.storage.base import RunRecord
 
 __all__ = ["PendingCall", "RunState"]
 
@@ -92,24 +87,6 @@ class RunState:
     cut: int | None = None
     """For an edit or a regenerate: how many messages of the history the run keeps (it
     sees only those, and its commit drops the rest); None keeps them all."""
-
-    def record(self, result: AgentResult) -> RunRecord:
-        """The run's stored record once it ended (or suspended) with `result`."""
-        from agentkeel.storage.base import RunRecord
-
-        return RunRecord(
-            run_id=self.run_id,
-            status=result.status,
-            input=self.input,
-            started_at=self.started_at,
-            ended_at=None if result.status == "suspended" else time.time(),
-            text=result.text,
-            tool_calls=result.tool_calls,
-            usage=result.usage,
-            error=result.error,
-            interrupts=result.interrupts,
-            stop_reason=result.stop_reason,
-        )
 
     def ordered_records(self) -> tuple[ToolCallRecord, ...]:
         """The tool call records in the model's call order (not completion order)."""
