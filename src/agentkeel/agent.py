@@ -218,7 +218,12 @@ class Agent(ServableFront[AgentResult]):
     # -- the run ------------------------------------------------------------------------
 
     async def rewind_async(
-        self, rewind: Rewind, *, on_event: EventHandler, run_id: str, on_start: RunStart | None
+        self,
+        rewind: Rewind,
+        *,
+        on_event: EventHandler = lambda event: None,
+        run_id: str | None = None,
+        on_start: RunStart | None = None,
     ) -> AgentResult:
         """Run a turn that first cuts the history: an edit or a regenerate (`Rewind`)."""
         return await self._execute(rewind, None, InvocationState(), on_event, run_id, on_start)
@@ -390,7 +395,6 @@ class Agent(ServableFront[AgentResult]):
                     history=self.messages,
                     state=self.state.to_dict() if self.state.dirty else None,
                     rewrite=rewrite,
-                    cut=None if rewrite else run.cut,
                 )
                 self.state.mark_saved()
         return result

@@ -214,14 +214,15 @@ class SessionManager:
         history: Sequence[Message],
         state: JSONObject | None,
         rewrite: bool,
-        cut: int | None = None,
     ) -> AgentResult:
         """`save_finished`, then `result`; failed with ``concurrent_write`` if refused.
 
         A refused turn is not an exception for the run's caller: like a model failure it
         ends the run ``failed``, with nothing of it stored. The Agent's memory still holds
         the turn, but the version this manager knows is stale, so the next `restore`
-        reloads what the other process saved.
+        reloads what the other process saved. A run with a cut (`RunState.cut`: an edit
+        or a regenerate) commits the cut with its messages, unless a rewrite saves the
+        whole history anyway.
         """
         record = run_record(
             result, input=run.input, started_at=run.started_at, stop_reason=result.stop_reason
@@ -233,7 +234,7 @@ class SessionManager:
                 history=history,
                 state=state,
                 rewrite=rewrite,
-                cut=cut,
+                cut=None if rewrite else run.cut,
             )
         except ConcurrentWriteError as exc:
             logger.warning("run=<%s> | turn not saved: %s", result.run_id, exc.message)
