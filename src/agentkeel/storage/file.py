@@ -43,11 +43,7 @@ from agentkeel.messages import JSONObject, Message
 from agentkeel.result import Usage
 from agentkeel.storage import _file_retention, _records, _session_files
 from agentkeel.storage._file_transcript import FileTranscript
-from agentkeel.storage._history import (
-    Tail,
-    encode_json,
-    encode_messages,
-)
+from agentkeel.storage._history import Tail, encode_json, encode_messages
 from agentkeel.storage._session_files import (
     FRAMES_FILE,
     MESSAGES_FILE,
@@ -157,6 +153,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         expected_version: int | None = None,
         fence: int | None = None,
         cut: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
         """Append one turn as one fsynced batch (its cut too); a crash keeps all or none."""
         require_key(key, "append")
@@ -165,7 +162,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         async with self._lock(key):
             before = self._cache.get(key)
             args = (self.path(key), key, before, lines, encoded_state)
-            checks = (expected_version, fence, cut)
+            checks = (expected_version, fence, cut, run)
             tail = await self._call(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
             self._follow_append(key, before, cut, [message.id for message in messages], tail)
@@ -179,6 +176,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
         """Replace the history (and the state unless None) with one atomic rename."""
         require_key(key, "rewrite")
@@ -197,6 +195,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
                 encoded_state,
                 expected_version,
                 fence,
+                run,
             )
             self._remember(key, tail)
             return tail.turn

@@ -72,12 +72,17 @@ class PostgresTranscript(PostgresPool):
             fence: int | None,
         ) -> tuple[int, int, int]: ...
 
+        async def _put_run_locked(
+            self, conn: AsyncConnection[Row], session_id: int, ran: dict[str, object]
+        ) -> None: ...
+
     async def _append_cut(
         self,
         key: SessionKey,
         bodies: list[str],
         state: str | None,
         checks: tuple[int | None, int | None, int],
+        ran: dict[str, object],
     ) -> int:
         """The turn of an edit or a regenerate, in one transaction.
 
@@ -89,6 +94,7 @@ class PostgresTranscript(PostgresPool):
             session_id, count, highest = await self._lock(conn, key, expected_version, fence)
             if not 0 <= cut <= count:
                 raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
+            await self._put_run_locked(conn, session_id, ran)
             await conn.execute(
                 self._sql("DELETE FROM {s}.messages WHERE session_id = %s AND seq > %s"),
                 (session_id, cut),
