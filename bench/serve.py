@@ -423,6 +423,38 @@ def main() -> None:
             f"PostgreSQL round trips per plain turn: {trips[0]:.0f} (median of 20, warm"
             f" context; target <= 2); the first turn of a new context: {trips[1]}"
         )
+    transcript_rows(postgres, f"{schema}_pages")
+
+
+def transcript_rows(postgres: str, schema: str) -> None:
+    """The transcript row: a page of 10 and of 10,000 messages, files and PostgreSQL."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # `make bench` runs with -P
+    from _transcript import TranscriptFigures, file_marks, fill_histories, report_pages, run_pages
+
+    rows: list[TranscriptFigures] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "transcript"
+        marks = file_marks(folder)
+        process, url = start_server("agentkeel", folder)
+        try:
+            rows += run_pages(url, "agentkeel", marks, lambda: process_cpu(process.pid))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    if postgres:
+        from agentkeel.storage.postgres import from_url
+
+        joiner = "&" if "?" in postgres else "?"
+        os.environ[POSTGRES_ENV] = f"{postgres}{joiner}schema={schema}"
+        marks = anyio.run(fill_histories, from_url(os.environ[POSTGRES_ENV], None))
+        process, url = start_server(POSTGRES, Path(tempfile.gettempdir()))
+        try:
+            rows += run_pages(url, POSTGRES, marks, lambda: process_cpu(process.pid))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            _drop_schema(postgres, schema)
+    report_pages(rows)
 
 
 def _listening(port: int) -> bool:

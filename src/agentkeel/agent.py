@@ -43,6 +43,7 @@ from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
 from agentkeel.output import OutputType
 from agentkeel.result import AgentResult, ErrorInfo, RunStatus, stop_reason
+from agentkeel.rewind import Rewind
 from agentkeel.run_state import RunState
 from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
 from agentkeel.session import SessionHome, SessionManager
@@ -222,9 +223,20 @@ class Agent(ServableFront[AgentResult]):
 
     # -- the run ------------------------------------------------------------------------
 
+    async def rewind_async(
+        self,
+        rewind: Rewind,
+        *,
+        on_event: EventHandler = lambda event: None,
+        run_id: str | None = None,
+        on_start: RunStart | None = None,
+    ) -> AgentResult:
+        """Run a turn that first cuts the history: an edit or a regenerate (`Rewind`)."""
+        return await self._execute(rewind, None, InvocationState(), on_event, run_id, on_start)
+
     async def _execute(
         self,
-        prompt: str | Message | None,
+        prompt: str | Message | Rewind | None,
         resume: tuple[str, Decision] | None,
         invocation_state: InvocationState,
         emit: EventHandler,
@@ -296,7 +308,7 @@ class Agent(ServableFront[AgentResult]):
             tools=tools,
             approve=self.approve,
             system_prompt=self.system_prompt,
-            history=self.messages,
+            history=self.messages if run.cut is None else self.messages[: run.cut],
             conversation_manager=self.conversation_manager,
             hooks=self.hooks,
             middleware=self.middleware,
@@ -312,13 +324,15 @@ class Agent(ServableFront[AgentResult]):
             return self.session_manager.meter(self.budgets)
         return UsageMeter(self.budgets) if self.budgets.any else None
 
-    def _begin(self, prompt: str | Message | None, run_id: str) -> RunState:
+    def _begin(self, prompt: str | Message | Rewind | None, run_id: str) -> RunState:
         if self._suspended is not None:
             first = self._suspended.pending[0].interrupt
             raise InterruptPendingError(
                 f"the conversation waits for a decision on interrupt {first.id}",
                 interrupt_id=first.id,
             )
+        if isinstance(prompt, Rewind):
+            return prompt.begin(self.messages, run_id)
         message = prompt_message(prompt)
         return RunState(
             run_id=run_id, input=message.text, started_at=time.time(), messages=[message]
@@ -349,10 +363,10 @@ class Agent(ServableFront[AgentResult]):
                 pending.decision = None
             close_step(run, missing="cancelled before the tool finished")
         commit = status != "suspended" and answered and not (self._drop and status == "cancelled")
-        new_messages = list(run.messages) if commit else []
+        new_messages = [replace(m, run_id=run.run_id) for m in run.messages] if commit else []
         rewrite = False
         if commit:
-            self.messages.extend(new_messages)
+            self.messages[len(self.messages) if run.cut is None else run.cut :] = new_messages
             trimmed = self.conversation_manager.trim(self.messages)
             if trimmed is not None:
                 self.messages[:] = trimmed

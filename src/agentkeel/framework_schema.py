@@ -170,6 +170,7 @@ class ServerConfig(StrictConfig):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8000, ge=0, le=65535)
     ui: bool = True
+    transcript: bool = True
     max_body_bytes: int = Field(default=1_048_576, ge=1)
     concurrency: Literal["queue", "reject", "interrupt", "rollback"] = "queue"
     cors: list[str] = []

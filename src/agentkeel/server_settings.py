@@ -36,6 +36,9 @@ class ServerSettings:
     port: int = 8000
     ui: bool = True
     """Serve the demo chat page at ``/`` (it is bundled in the package); false turns it off."""
+    transcript: bool = True
+    """Serve a conversation's messages (SPEC 3); false answers 404 and leaves titles empty,
+    for deployments that want nothing of a history on the wire."""
     max_body_bytes: int = 1_048_576
     concurrency: ConcurrencyPolicy = "queue"
     """What a turn on a busy context meets: it waits in line (``queue``), gets ``409

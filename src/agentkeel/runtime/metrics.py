@@ -199,7 +199,17 @@ class ServerMetrics:
             "abandoned interrupt), interrupt or rollback (a turn that took the context over).",
             ("agent", "reason"),
         )
+        self.forks = Counter(
+            "agentkeel_context_forks_total", "Conversations forked, by agent.", ("agent",)
+        )
+        self.edits = Counter(
+            "agentkeel_history_edits_total",
+            "Turns that cut the history, by agent and kind (replace, regenerate).",
+            ("agent", "kind"),
+        )
         for metric in (
+            self.forks,
+            self.edits,
             self.swept,
             self.cancels,
             self.runs,

@@ -20,7 +20,12 @@ import anyio
 from anyio.abc import TaskGroup
 
 from agentkeel.agent import Agent
-from agentkeel.errors import AgentkeelError, InterruptNotFoundError, InterruptPendingError
+from agentkeel.errors import (
+    AgentkeelError,
+    InterruptNotFoundError,
+    InterruptPendingError,
+    InvalidRequestError,
+)
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.ids import new_run_id
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
@@ -220,7 +225,12 @@ class TurnRunner:
                     interrupt_id=pending[0].id,
                 )
             new = new_run_id()
-            return new, partial(agent.invoke_async, request.prompt(), run_id=new)
+            rewind = request.rewind()
+            if rewind is None:
+                return new, partial(agent.invoke_async, request.prompt(), run_id=new)
+            if not isinstance(agent, Agent):
+                raise InvalidRequestError("a swarm's conversation cannot be edited yet")
+            return new, partial(agent.rewind_async, rewind, run_id=new)
         resume = request.resume
         match = next((item for item in pending if item.id == resume.interrupt_id), None)
         run_id = agent.suspended_run_id
@@ -265,6 +275,8 @@ class TurnRunner:
         await self._finish(job, job.channel, done_frame(job.key.context_id, result, price=price))
         job.result = send_result(job.key.context_id, result, price=price)
         self.metrics.runs.inc(definition, result.status)
+        if (rewind := request.rewind()) is not None:
+            self.metrics.edits.inc(definition, rewind.kind)
         self.metrics.turn_seconds.observe(time.monotonic() - job.began_at, definition)
 
     def _publish(self, job: RunJob, event: RunEvent) -> None:

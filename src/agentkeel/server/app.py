@@ -49,6 +49,7 @@ from agentkeel.runtime.runs import ServerRuntime
 from agentkeel.runtime.toolsets import open_toolsets
 from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
+from agentkeel.server.conversations import conversation_routes
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.memory import memory_routes
@@ -103,6 +104,7 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/agents/{name}/contexts/{context_id}/stream", handlers.reconnect, methods=["GET"]),
         Route("/agents/{name}/contexts/{context_id}", handlers.delete_context, methods=["DELETE"]),
         Route("/agents/{name}/contexts/{context_id}/cancel", handlers.cancel, methods=["POST"]),
+        *conversation_routes(),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),

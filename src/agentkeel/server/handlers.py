@@ -100,6 +100,8 @@ async def _start(request: Request, runtime: ServerRuntime) -> RunJob:
     parsed = parse_send_request(body)
     context_id = new_context_id() if parsed.context_id is None else parsed.context_id
     key = _key(request, definition, context_id)
+    if (parsed.replace or parsed.regenerate) and not await runtime.exists(key):
+        raise ContextNotFoundError(f"no context {key.context_id!r} for agent {definition!r}")
     return await runtime.submit(
         key,
         parsed,
