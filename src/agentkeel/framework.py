@@ -20,7 +20,6 @@ import importlib
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -51,6 +50,7 @@ from agentkeel.definitions import (
     checked_factory,
     describe_factory,
 )
+from agentkeel.durations import parse_duration
 from agentkeel.errors import ConfigurationError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.loop import RunLimits
@@ -62,6 +62,7 @@ from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
+from agentkeel.runtime.coordination_registry import coordination_url
 from agentkeel.server_settings import A2ASettings, Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.configured import configured_stores
@@ -87,26 +88,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 TASK_INDEX_DEFINITION = "a2a-task-index"
 """Reserved: the definition part of the A2A task index's session keys."""
 _MODEL_FIELDS = {"provider", "model", "base_url", "api_key_env", "api_key"}
 """What is not a provider option in a ``model`` object."""
-
-
-def parse_duration(text: str | None) -> float | None:
-    """Seconds in ``"30d"``, ``"1h"``, ``"15m"``, ``"10s"`` or ``"500ms"``; None stays None.
-
-    Raises:
-        ValueError: For any other shape.
-    """
-    if text is None:
-        return None
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        raise ValueError(f"{text!r} is not a duration like '30d', '1h', '15m', '10s' or '500ms'")
-    return int(match.group(1)) * _UNITS[match.group(2)]
 
 
 # -- runtime objects ----------------------------------------------------------------------
@@ -127,6 +112,8 @@ class Framework:
     usage: UsagePolicy = field(default_factory=UsagePolicy)  # budgets and prices
     memory: Memory | None = None
     """Memory across conversations (SPEC 12, docs/memory.md); None turns it off."""
+    coordination: str | None = field(default=None, repr=False)  # a URL may hold a password
+    """What replicas share (SPEC 11): a ``redis://`` or ``postgresql://`` URL; None: one process."""
     source: str = "<code>"
     """The file the framework came from, for messages."""
 
@@ -255,6 +242,7 @@ class _File(_Strict):
     session_dir: str | None = Field(default=None, min_length=1)
     checkpointer: _Checkpointer | None = None
     storage: str | _EnvSecret | None = None
+    coordination: str | _EnvSecret | None = None
     max_contexts: int = Field(default=1000, ge=1)
     server: _Server = _Server()
     retention: _Retention = _Retention()
@@ -312,6 +300,7 @@ class _Loader:
                 parsed.memory, self.base, parsed.session_dir or _url(parsed.storage), self.source
             ),
             source=self.source,
+            coordination=coordination_url(parsed.coordination, storage, self.error),
         )
 
     def check_names(self, parsed: _File) -> None:
