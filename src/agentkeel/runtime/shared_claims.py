@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -128,6 +129,16 @@ class SharedClaims(Generic[T]):
         self.ttl = ttl
         self._local: IdempotencyClaims[_Local[T]] = IdempotencyClaims(ttl)
         self._watchers: set[asyncio.Task[None]] = set()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Prepare the table while inside, when it needs it (a PostgreSQL table is created)."""
+        prepare = getattr(self.table, "running", None)
+        if callable(prepare):
+            async with prepare():
+                yield
+        else:
+            yield
 
     async def claim(
         self,

@@ -1,15 +1,15 @@
-"""RemoteRunChannel: a run that another replica is running, followed through Redis Streams.
+"""RemoteRunChannel: a run that another replica is running, followed through the backend.
 
-The replica running a turn writes each frame to the run's stream with the frame id as
-the entry id (``<id>-0``); any other replica follows it with ``XREAD BLOCK`` from the
-last id it sent. The blocking read runs on a connection of its own per follower,
-closed when the follower stops: a pooled connection whose blocking read was cancelled
-would go back to the pool with the reply still coming, and the next user would read it.
+The replica running a turn writes each frame to the run's stream in the shared
+backend; any other replica follows it with a `FrameReader`: a blocking read from the
+last id it sent. Each follower has a reader of its own, closed when it stops (Redis: a
+connection of its own, since a pooled connection whose blocking read was cancelled
+would go back to the pool with the reply still coming, and the next user would read it).
 
-When Redis cannot give what is missing (it was flushed, restarted or unreachable,
-which shows as a gap in the ids or an error), the follower waits for the end of the
-segment in storage, where the runner persists every frame before the done frame is
-published, and sends the rest from there: every frame once, in order.
+When the backend cannot give what is missing (it was flushed, restarted or
+unreachable, which shows as a gap in the ids or an error), the follower waits for the
+end of the segment in storage, where the runner persists every frame before the done
+frame is published, and sends the rest from there: every frame once, in order.
 """
 
 from __future__ import annotations
@@ -17,16 +17,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Protocol
 
 import anyio
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from agentkeel.keys import SessionKey
 from agentkeel.runtime.channels import Frame, RunChannel
 
-__all__ = ["RemoteRunChannel", "contiguous", "decode_entry"]
+__all__ = ["FrameReader", "RemoteRunChannel", "contiguous", "frame_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,33 +38,39 @@ _BLOCK_SECONDS = 1.0
 _STORAGE_POLL_SECONDS = 0.25
 
 
-def contiguous(reply: Any, last: int) -> tuple[list[Frame], bool]:
-    """The frames of an ``XREAD`` reply after id `last`, without a gap, up to a done frame.
+class FrameReader(Protocol):
+    """One follower's reads of a run's new frames."""
 
-    Also whether a gap (or a malformed entry) stopped them.
+    async def read(self, after: int, block: float) -> list[Frame]:
+        """The frames after id `after` (in order), waiting up to `block` seconds for one."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the reader holds (its connection)."""
+        ...
+
+
+def contiguous(frames: Sequence[Frame], last: int) -> tuple[list[Frame], bool]:
+    """The `frames` that follow id `last` without a gap, up to a done frame.
+
+    Also whether a gap stopped them (the backend lost frames in between).
     """
     batch: list[Frame] = []
-    for _, entries in reply or ():
-        for entry_id, fields in entries:
-            frame = decode_entry(entry_id, fields)
-            if frame is None or frame.id != last + 1:
-                return batch, True
-            batch.append(frame)
-            last = frame.id
-            if frame.done:
-                return batch, False
+    for frame in frames:
+        if frame.id != last + 1:
+            return batch, True
+        batch.append(frame)
+        last = frame.id
+        if frame.done:
+            break
     return batch, False
 
 
-def decode_entry(entry_id: Any, fields: Any) -> Frame | None:
-    """The frame a stream entry holds (its ``e`` field: the SSE bytes); None if malformed."""
+def frame_of(frame_id: int, encoded: bytes) -> Frame | None:
+    """The frame whose SSE bytes are `encoded`; None if they are malformed."""
     try:
-        frame_id = int(
-            (entry_id.decode() if isinstance(entry_id, bytes) else entry_id).split("-")[0]
-        )
-        encoded = fields[b"e"]
         data = json.loads(encoded.split(b"\ndata: ", 1)[1])
-    except (KeyError, IndexError, ValueError):
+    except (IndexError, ValueError):
         return None
     if not isinstance(data, dict):
         return None
@@ -79,10 +83,9 @@ class RemoteRunChannel(RunChannel):
     Args:
         key: The context.
         run_id: The run.
-        frames: The frames Redis held when the channel was made (contiguous from 1).
+        frames: The frames the backend held when the channel was made (contiguous from 1).
         active: Whether a segment was still running then.
-        client: Makes the dedicated connection a follower reads on.
-        stream_key: The run's Redis stream.
+        reader: Makes one follower's reader.
         stored: Loads the run's frames from storage (the fallback).
         still_latest: Whether the run is still the context's latest.
     """
@@ -94,15 +97,13 @@ class RemoteRunChannel(RunChannel):
         frames: Sequence[Frame],
         *,
         active: bool,
-        client: Callable[[], Redis],
-        stream_key: str,
+        reader: Callable[[], FrameReader],
         stored: StoredFrames,
         still_latest: StillLatest,
     ) -> None:
         super().__init__(key, run_id, frames)
         self.active = active
-        self._client = client
-        self._stream_key = stream_key
+        self._reader = reader
         self._stored = stored
         self._still_latest = still_latest
 
@@ -127,20 +128,16 @@ class RemoteRunChannel(RunChannel):
             yield batch
 
     async def _live(self, last: int, heartbeat: float) -> AsyncGenerator[Sequence[Frame], None]:
-        client = self._client()
+        reader = self._reader()
         quiet_since = anyio.current_time()
         try:
             while True:
                 try:
-                    reply = await client.xread(
-                        {self._stream_key: f"{last}-0"},
-                        block=int(min(heartbeat, _BLOCK_SECONDS) * 1000),
-                        count=512,
-                    )
-                except RedisError as exc:
+                    frames = await reader.read(last, min(heartbeat, _BLOCK_SECONDS))
+                except Exception as exc:
                     logger.warning("run=<%s> | following from storage: %s", self.run_id, exc)
                     break
-                batch, gap = contiguous(reply, last)
+                batch, gap = contiguous(frames, last)
                 if batch:
                     last = batch[-1].id
                     quiet_since = anyio.current_time()
@@ -148,7 +145,7 @@ class RemoteRunChannel(RunChannel):
                     if batch[-1].done:
                         return
                 if gap:
-                    break  # Redis lost frames: the rest comes from storage
+                    break  # the backend lost frames: the rest comes from storage
                 if not batch and anyio.current_time() - quiet_since >= heartbeat:
                     quiet_since = anyio.current_time()
                     if not await self._still_latest():
@@ -156,7 +153,7 @@ class RemoteRunChannel(RunChannel):
                     yield ()
         finally:
             with anyio.CancelScope(shield=True):
-                await client.aclose()
+                await reader.close()
         async for stored in self._from_storage(last, heartbeat):
             yield stored
 
