@@ -22,20 +22,25 @@ from replicas.cluster import LEASE_SECONDS, Cluster
 __all__ = ["tool_log"]
 
 
-def cluster_framework(folder: Path, pg_url: str, redis_url: str, prefix: str) -> Path:
-    """The framework.json every replica of a test serves."""
+def cluster_framework(folder: Path, pg_url: str, redis_url: str | None, prefix: str) -> Path:
+    """The framework.json every replica of a test serves (PostgreSQL alone without Redis)."""
+    coordination = (
+        f"{pg_url}&lease={LEASE_SECONDS}s"
+        if redis_url is None
+        else f"{redis_url}?prefix={prefix}&lease={LEASE_SECONDS}s"
+    )
     return write_framework(
         folder,
         {
             "agents": {"scripted": {"factory": "e2e:scripted_agent"}},
             "storage": pg_url,
-            "coordination": f"{redis_url}?prefix={prefix}&lease={LEASE_SECONDS}s",
+            "coordination": coordination,
             "server": {"heartbeatSeconds": 1, "shutdownTimeoutSeconds": 5},
         },
     )
 
 
-@pytest.fixture(params=["processes", "workers"])
+@pytest.fixture(params=["processes", "workers", "postgresql-only"])
 def cluster(
     request: pytest.FixtureRequest,
     tmp_path: Path,
@@ -44,10 +49,12 @@ def cluster(
     redis_db_url: str,
     redis_prefix: str,
 ) -> Iterator[Cluster]:
-    """Three replicas: three processes, or one ``--workers 3`` server (one URL)."""
+    """Three replicas: three processes (on Redis, or on PostgreSQL alone), or one
+    ``--workers 3`` server (one URL)."""
     del tool_log  # its environment variable reaches the processes
-    framework = cluster_framework(tmp_path, pg_url, redis_db_url, redis_prefix)
-    if request.param == "processes":
+    redis_url = None if request.param == "postgresql-only" else redis_db_url
+    framework = cluster_framework(tmp_path, pg_url, redis_url, redis_prefix)
+    if request.param != "workers":
         servers = [ServerProcess(_own_copy(framework, index)) for index in range(3)]
         urls = [server.start() for server in servers]
     else:
