@@ -10,8 +10,8 @@ was paused past its lease, and then wakes, commits nothing.
 - ``lease_rows``: per context, the last fence, whether it is held and until when
   (the database's clock, so the replicas' clocks never have to agree). The row stays
   after a release, so the fence only grows.
-- ``lease_line``: the callers waiting, one row each, numbered by a sequence in the
-  order they arrived (over all replicas). A waiter refreshes its row while it waits;
+- ``lease_line``: the callers waiting, one row each, in the order they arrived (the
+  time of the call, then a sequence), over all replicas. A waiter refreshes its row while it waits;
   one that stopped (its process died) is skipped after `STALE_SECONDS`.
 
 A waiter polls; a release also notifies the lease channel, which wakes the waiters of
@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import json
 import secrets
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -56,9 +57,10 @@ _TABLES = (
     " expires_at timestamptz, PRIMARY KEY (principal, definition, context_id))",
     "CREATE TABLE IF NOT EXISTS {s}.lease_line ("
     " ticket bigserial PRIMARY KEY, principal text NOT NULL, definition text NOT NULL,"
-    " context_id text NOT NULL, seen_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    " context_id text NOT NULL, arrived double precision NOT NULL,"
+    " seen_at timestamptz NOT NULL DEFAULT clock_timestamp())",
     "CREATE INDEX IF NOT EXISTS lease_line_context"
-    " ON {s}.lease_line (principal, definition, context_id, ticket)",
+    " ON {s}.lease_line (principal, definition, context_id, arrived, ticket)",
 )
 _KEY = "principal = %s AND definition = %s AND context_id = %s"
 _LIVE = "(expires_at IS NULL OR expires_at > clock_timestamp())"
@@ -128,7 +130,12 @@ class PostgresRunLease:
         ttl: float | None = None,
         on_cancel: CancelHandler | None = None,
     ) -> LeaseGrant:
-        """Take a ticket, then wait for the head of the line and a free (or expired) row."""
+        """Take a ticket, then wait for the head of the line and a free (or expired) row.
+
+        The line is ordered by the time of the call (taken before anything is awaited,
+        so calls made one after another are served in that order, as in one process),
+        then by the ticket's sequence number.
+        """
         if not wait:
             fence = await self._try(key, None, ttl)
             if fence is None:
@@ -136,7 +143,7 @@ class PostgresRunLease:
                     f"context {key.context_id} is running a turn; try again when it ends"
                 )
             return self._granted(key, fence, ttl, on_cancel)
-        ticket = await self._join(key)
+        ticket = await self._join(key, time.time())
         woken = anyio.Event()
         self._wakers.setdefault(key, set()).add(woken)
         try:
@@ -229,7 +236,7 @@ class PostgresRunLease:
 
     # -- the line ----------------------------------------------------------------------
 
-    async def _join(self, key: SessionKey) -> int:
+    async def _join(self, key: SessionKey, arrived: float) -> int:
         # one insert at a time from this process, in call order (the lock is fair), on a
         # connection of its own: a later caller that got a pooled connection sooner must
         # not jump the line
@@ -244,18 +251,18 @@ class PostgresRunLease:
                     conn = None
                 self._line_connection = conn
             statement = self.pool._sql(
-                "INSERT INTO {s}.lease_line (principal, definition, context_id)"
-                " VALUES (%s, %s, %s) RETURNING ticket"
+                "INSERT INTO {s}.lease_line (principal, definition, context_id, arrived)"
+                " VALUES (%s, %s, %s, %s) RETURNING ticket"
             )
             if conn is not None:
                 try:
-                    row = await (await conn.execute(statement, who(key))).fetchone()
+                    row = await (await conn.execute(statement, (*who(key), arrived))).fetchone()
                     assert row is not None
                     return int(row[0])
                 except psycopg.OperationalError:
                     self._line_connection = None
             async with self.pool._connection() as pooled:  # the pool reports what is wrong
-                row = await (await pooled.execute(statement, who(key))).fetchone()
+                row = await (await pooled.execute(statement, (*who(key), arrived))).fetchone()
                 assert row is not None
                 return int(row[0])
 
@@ -289,9 +296,10 @@ class PostgresRunLease:
             cursor = await conn.execute(
                 self.pool._sql(
                     f"SELECT held AND {_LIVE},"
-                    " (SELECT min(ticket) FROM {s}.lease_line l WHERE l.principal = r.principal"
+                    " (SELECT ticket FROM {s}.lease_line l WHERE l.principal = r.principal"
                     "  AND l.definition = r.definition AND l.context_id = r.context_id"
-                    "  AND l.seen_at > clock_timestamp() - %s * interval '1 second')"
+                    "  AND l.seen_at > clock_timestamp() - %s * interval '1 second'"
+                    "  ORDER BY l.arrived, l.ticket LIMIT 1)"
                     f" FROM {{s}}.lease_rows r WHERE {_KEY} FOR UPDATE"
                 ),
                 (STALE_SECONDS, *params),
