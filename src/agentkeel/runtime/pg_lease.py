@@ -143,6 +143,8 @@ class PostgresRunLease:
                     f"context {key.context_id} is running a turn; try again when it ends"
                 )
             return self._granted(key, fence, ttl, on_cancel)
+        # every caller takes a ticket, even for a free context: a shortcut past the line
+        # would let a later caller overtake one that is inserting its ticket
         ticket = await self._join(key, time.time())
         woken = anyio.Event()
         self._wakers.setdefault(key, set()).add(woken)
@@ -187,21 +189,13 @@ class PostgresRunLease:
         held = self._held.get(grant.key)
         if held is not None and held.grant == grant:
             del self._held[grant.key]
-        async with self.pool._connection() as conn, conn.transaction():
-            cursor = await conn.execute(
-                self.pool._sql(
-                    "UPDATE {s}.lease_rows SET held = false, expires_at = NULL"
-                    f" WHERE {_KEY} AND fence = %s AND held RETURNING fence"
-                ),
-                (*who(grant.key), grant.fence),
-            )
-            released = await cursor.fetchone() is not None
-            if released:
-                await conn.execute(
-                    "SELECT pg_notify(%s, %s)",
-                    (self.notifier.channel, _payload("free", grant.key)),
-                )
-        return released
+        row = await self._one(  # one statement: release, and wake the line if released
+            "WITH released AS (UPDATE {s}.lease_rows SET held = false, expires_at = NULL"
+            f" WHERE {_KEY} AND fence = %s AND held RETURNING fence)"
+            " SELECT pg_notify(%s, %s) FROM released",
+            (*who(grant.key), grant.fence, self.notifier.channel, _payload("free", grant.key)),
+        )
+        return row is not None
 
     async def check(self, grant: LeaseGrant) -> None:
         """Raise LeaseLostError unless `grant` still holds its row."""
@@ -283,48 +277,42 @@ class PostgresRunLease:
             )
 
     async def _try(self, key: SessionKey, ticket: int | None, ttl: float | None) -> int | None:
-        """One attempt in one transaction: the new fence, or None (held, or not our turn)."""
-        params = who(key)
-        async with self.pool._connection() as conn, conn.transaction():
-            await conn.execute(
-                self.pool._sql(
-                    "INSERT INTO {s}.lease_rows (principal, definition, context_id)"
-                    " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
-                ),
-                params,
-            )
-            cursor = await conn.execute(
-                self.pool._sql(
-                    f"SELECT held AND {_LIVE},"
-                    " (SELECT ticket FROM {s}.lease_line l WHERE l.principal = r.principal"
-                    "  AND l.definition = r.definition AND l.context_id = r.context_id"
-                    "  AND l.seen_at > clock_timestamp() - %s * interval '1 second'"
-                    "  ORDER BY l.arrived, l.ticket LIMIT 1)"
-                    f" FROM {{s}}.lease_rows r WHERE {_KEY} FOR UPDATE"
-                ),
-                (STALE_SECONDS, *params),
-            )
-            row = await cursor.fetchone()
-            assert row is not None
-            busy, head = bool(row[0]), row[1]
-            if busy or (head is not None and head != ticket):
-                return None
-            cursor = await conn.execute(
-                self.pool._sql(
-                    "UPDATE {s}.lease_rows SET fence = fence + 1, held = true,"
-                    " expires_at = CASE WHEN %s::float8 IS NULL THEN NULL"
-                    " ELSE clock_timestamp() + %s::float8 * interval '1 second' END"
-                    f" WHERE {_KEY} RETURNING fence"
-                ),
-                (ttl, ttl, *params),
-            )
-            granted = await cursor.fetchone()
-            assert granted is not None
-            if ticket is not None:
-                await conn.execute(
-                    self.pool._sql("DELETE FROM {s}.lease_line WHERE ticket = %s"), (ticket,)
-                )
-            return int(granted[0])
+        """One attempt, one statement: the new fence, or None (held, or not our turn).
+
+        Without a ticket it takes only a free context that nobody waits for. The upsert
+        locks the context's row, and its ``WHERE`` is checked again on the row's latest
+        version, so two replicas trying at once never both get it.
+        """
+        principal, definition, context_id = who(key)
+        params = {
+            "p": principal,
+            "d": definition,
+            "c": context_id,
+            "stale": STALE_SECONDS,
+            "ticket": ticket,
+            "ttl": ttl,
+        }
+        row = await self._one(
+            "WITH head AS (SELECT ticket FROM {s}.lease_line l WHERE l.principal = %(p)s"
+            " AND l.definition = %(d)s AND l.context_id = %(c)s"
+            " AND l.seen_at > clock_timestamp() - %(stale)s * interval '1 second'"
+            " ORDER BY l.arrived, l.ticket LIMIT 1),"
+            " granted AS (INSERT INTO {s}.lease_rows AS r"
+            " (principal, definition, context_id, fence, held, expires_at)"
+            " SELECT %(p)s, %(d)s, %(c)s, 1, true, CASE WHEN %(ttl)s::float8 IS NULL THEN NULL"
+            " ELSE clock_timestamp() + %(ttl)s::float8 * interval '1 second' END"
+            " WHERE CASE WHEN %(ticket)s::bigint IS NULL THEN NOT EXISTS (SELECT 1 FROM head)"
+            " ELSE coalesce((SELECT ticket FROM head) = %(ticket)s::bigint, true) END"
+            " ON CONFLICT (principal, definition, context_id) DO UPDATE"
+            " SET fence = r.fence + 1, held = true, expires_at = excluded.expires_at"
+            " WHERE NOT (r.held AND (r.expires_at IS NULL OR r.expires_at > clock_timestamp()))"
+            " RETURNING r.fence),"
+            " gone AS (DELETE FROM {s}.lease_line WHERE ticket = %(ticket)s::bigint"
+            " AND EXISTS (SELECT 1 FROM granted))"
+            " SELECT fence FROM granted",
+            params,
+        )
+        return None if row is None else int(str(row[0]))
 
     def _granted(
         self, key: SessionKey, fence: int, ttl: float | None, on_cancel: CancelHandler | None
@@ -342,7 +330,9 @@ class PostgresRunLease:
         waiting.add(fresh)
         return fresh
 
-    async def _one(self, text: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
+    async def _one(
+        self, text: str, params: tuple[object, ...] | dict[str, object]
+    ) -> tuple[object, ...] | None:
         async with self.pool._connection() as conn:
             cursor = await conn.execute(self.pool._sql(text), params)
             try:
