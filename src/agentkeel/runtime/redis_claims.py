@@ -11,7 +11,9 @@ import json
 from collections.abc import Callable
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
+from agentkeel.errors import StorageUnavailableError
 from agentkeel.messages import JSONObject
 
 __all__ = ["RedisClaimTable"]
@@ -43,7 +45,23 @@ class RedisClaimTable:
     async def insert(
         self, name: str, value: JSONObject, context: str, ttl: float
     ) -> JSONObject | None:
-        """``SET NX`` the claim; None if it was set, else the value already there."""
+        """``SET NX`` the claim; None if it was set, else the value already there.
+
+        Raises:
+            StorageUnavailableError: Redis cannot be reached (``503``): a claim that
+                cannot be checked must not run, or a retry could run it twice.
+        """
+        try:
+            return await self._insert(name, value, context, ttl)
+        except RedisError as exc:
+            raise StorageUnavailableError(
+                f"coordination: Redis is unavailable, so the Idempotency-Key cannot be "
+                f"checked: {type(exc).__name__}"
+            ) from None
+
+    async def _insert(
+        self, name: str, value: JSONObject, context: str, ttl: float
+    ) -> JSONObject | None:
         seconds = max(1, round(ttl))
         key = self._key(name)
         async with self.redis.pipeline(transaction=True) as pipe:

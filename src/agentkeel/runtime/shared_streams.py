@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.05
 _POINTER_REFRESH_SECONDS = 1.0
+_COALESCE_SECONDS = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +166,10 @@ class SharedStreams:
             with anyio.fail_after(1):
                 await self.ping()
         except Exception as exc:
-            return f"{self.backend}: {type(exc).__name__}"
-        return self.degraded
+            self.degraded = f"{self.backend}: {type(exc).__name__}"
+            return self.degraded
+        self.degraded = None  # it answers again: the next writes will go through
+        return None
 
     # -- the writer --------------------------------------------------------------------
 
@@ -186,6 +189,9 @@ class SharedStreams:
     async def _write_forever(self) -> None:
         while True:
             await self._wake.wait()
+            # a few milliseconds for the frames published right after this one: a burst
+            # of tokens then costs one round trip, at the price of that delay elsewhere
+            await asyncio.sleep(_COALESCE_SECONDS)
             self._wake.clear()
             writes, self._writes = self._writes, []
             if writes:
