@@ -19,7 +19,7 @@ import redis
 
 from agentkeel.messages import open_tool_calls
 from e2e import Frame, frames_of, reconnect, tool_runs
-from replicas.cluster import AGENT, LEASE_SECONDS, Cluster
+from many_replicas.cluster import AGENT, LEASE_SECONDS, Cluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(180)]
 

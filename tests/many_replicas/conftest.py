@@ -16,8 +16,8 @@ import pytest
 from coordination.redis_fixtures import *  # noqa: F403
 from e2e import ServerProcess, write_framework
 from e2e.conftest import tool_log
+from many_replicas.cluster import LEASE_SECONDS, Cluster
 from postgres.fixtures import *  # noqa: F403
-from replicas.cluster import LEASE_SECONDS, Cluster
 
 __all__ = ["tool_log"]
 

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from e2e import ServerProcess, frames_of, reconnect
+from many_replicas.cluster import AGENT, Cluster
+from many_replicas.conftest import _own_copy, cluster_framework
 from postgres.proxy import CuttableProxy, cuttable_proxy
-from replicas.cluster import AGENT, Cluster
-from replicas.conftest import _own_copy, cluster_framework
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(180)]
 
