@@ -91,3 +91,16 @@ def test_workers_need_a_shared_coordination(tmp_path: Path) -> None:
     args = argparse.Namespace(framework=str(path), host=None, port=0, workers=2)
     with pytest.raises(ConfigurationError, match="--workers 2.*coordination"):
         run_serve(args)
+
+
+def test_the_storage_url_can_be_reused_for_a_postgresql_coordination(tmp_path: Path) -> None:
+    """Its own parameters (pool_size, prepare_threshold, schema) do not reach libpq."""
+    url = "postgresql://app@127.0.0.1:5432/agents?schema=s1&pool_size=3&prepare_threshold=none"
+    path = _write(tmp_path, storage=url, coordination=url + "&lease=5s")
+    framework = load_framework(path)
+    coordination = open_coordination(framework.coordination, framework.storage, framework.retention)
+    assert isinstance(coordination.lease, PostgresRunLease)
+    pool = coordination.lease.pool
+    assert pool.schema == "s1" and pool.prepare_threshold is None
+    assert "pool_size" not in pool.dsn and "schema" not in pool.dsn and "lease" not in pool.dsn
+    assert coordination.lease_ttl == 5.0

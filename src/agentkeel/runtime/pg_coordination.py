@@ -4,7 +4,8 @@ For a deployment without Redis: the lease with its fencing token, the live frame
 (batched, one NOTIFY per batch) and the Idempotency-Key claims all live in tables of
 one schema, by default the storage's own (``?schema=`` picks another; the lease must
 stay in the database whose storage checks its fence). ``lease`` (a duration, default
-``15s``) is how long a turn's lease lasts unrenewed.
+``15s``) is how long a turn's lease lasts unrenewed. The storage URL can be reused as
+it is: its ``pool_size`` is ignored and its ``prepare_threshold`` kept.
 """
 
 from __future__ import annotations
@@ -32,12 +33,17 @@ def from_url(url: str, storage: SessionStorage, retention: Retention) -> Coordin
     parts = urlsplit(dsn)
     query = dict(parse_qsl(parts.query))
     schema = query.pop("schema", None) or str(getattr(storage, "schema", "agentkeel"))
+    query.pop("pool_size", None)  # the storage URL's own parameters, when it is reused
+    threshold = query.pop("prepare_threshold", "5").lower()
+    prepare = None if threshold in ("none", "") else int(threshold) if threshold.isdigit() else 5
     dsn = parts._replace(query=urlencode(query)).geturl()
-    fanout_pool = PostgresPool(dsn, schema=schema, pool_size=4)
+    fanout_pool = PostgresPool(dsn, schema=schema, pool_size=4, prepare_threshold=prepare)
     fanout = PgStreams(fanout_pool, storage, retention.events)
     table = PgClaimTable(fanout_pool)
     return Coordination(
-        lease=PostgresRunLease(PostgresPool(dsn, schema=schema, pool_size=4)),
+        lease=PostgresRunLease(
+            PostgresPool(dsn, schema=schema, pool_size=4, prepare_threshold=prepare)
+        ),
         fanout=fanout,
         idempotency=SharedClaims(table, RunJobClaims(fanout), retention.events or 86_400.0),
         lease_ttl=lease_seconds(url, ours),
