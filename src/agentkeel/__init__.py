@@ -63,7 +63,8 @@ from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
 from agentkeel.multiagent import Swarm, SwarmResult, SwarmSession
 from agentkeel.result import AgentResult, ToolCallRecord, Usage
-from agentkeel.session import SessionManager
+from agentkeel.servable import Servable
+from agentkeel.session import SessionHome, SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.storage import InMemoryStorage, LocalFileStorage, SessionStorage
 from agentkeel.tools import Tool, tool
@@ -122,6 +123,8 @@ __all__ = [
     "ScriptedModel",
     "ScriptedToolCall",
     "ScriptedTurn",
+    "Servable",
+    "SessionHome",
     "SessionManager",
     "SessionStorage",
     "SharedAgentError",

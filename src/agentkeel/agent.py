@@ -18,49 +18,35 @@ one event loop that lives as long as the Agent, in a thread of its own (`Portal`
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import (
-    AsyncGenerator,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from types import TracebackType
-from typing import cast
 
 import anyio
 
-from agentkeel._portal import Portal, RunStream, in_event_loop, stream_run
 from agentkeel.context import RunContext
 from agentkeel.conversation import ConversationManager, KeepAllConversationManager
 from agentkeel.errors import (
     ConfigurationError,
     InterruptNotFoundError,
     InterruptPendingError,
-    InvalidRequestError,
-    RestoreRequiredError,
 )
 from agentkeel.events import ErrorEvent, RunEvent, StatusEvent
 from agentkeel.hooks.events import AfterRunEvent, BeforeRunEvent
 from agentkeel.hooks.registry import HookProvider, HookRegistry
 from agentkeel.ids import new_run_id
-from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Interrupt, Reject
+from agentkeel.interrupts import CancelRun, Decision, Interrupt, check_decision
 from agentkeel.loop import LoopOutcome, RunLimits, RunLoop, close_step
 from agentkeel.messages import JSONValue, Message
 from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
 from agentkeel.output import OutputType
-from agentkeel.result import AgentResult, ErrorInfo, RunStatus
+from agentkeel.result import AgentResult, ErrorInfo, RunStatus, stop_reason
 from agentkeel.run_state import RunState
-from agentkeel.session import SessionManager
+from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
+from agentkeel.session import SessionHome, SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
-from agentkeel.storage.base import RunRecord
-from agentkeel.storage.usage import UsageStorage
 from agentkeel.tools.decorator import Tool
 from agentkeel.tools.toolset import Toolset, resolve_tools
 from agentkeel.usage import TokenBudgets, UsageMeter
@@ -71,10 +57,9 @@ logger = logging.getLogger(__name__)
 
 StreamItem = RunEvent | AgentResult
 """What `Agent.stream` yields: run events, then the AgentResult last."""
-EventHandler = Callable[[RunEvent], None]
 
 
-class Agent:
+class Agent(ServableFront[AgentResult]):
     """An AI agent: call it with a prompt, get an AgentResult.
 
     Args:
@@ -170,21 +155,10 @@ class Agent:
         """Set by a Swarm on its members; handed to tools through the RunContext."""
         self._suspended: RunState | None = None
         self._restored = False
-        self._lock = anyio.Lock()
         self._scope: anyio.CancelScope | None = None
-        self._portal = Portal(
-            "agentkeel-agent",
-            refuse_in_loop="a synchronous Agent call cannot run inside an event loop; "
-            "use await agent.invoke_async(...) or agent.resume_async(...)",
-        )
-        self._portal.bind(self)
+        self._init_front()
 
     # -- public API ---------------------------------------------------------------------
-
-    @property
-    def busy(self) -> bool:
-        """Whether a run is in progress (the server's ``reject`` policy reads this)."""
-        return self._lock.locked()
 
     @property
     def context_id(self) -> str | None:
@@ -192,28 +166,18 @@ class Agent:
         return None if self.session_manager is None else self.session_manager.context_id
 
     @property
-    def pending_interrupts(self) -> tuple[Interrupt, ...]:
-        """Interrupts waiting for a decision, also those of a run suspended before a restart.
+    def suspended_run_id(self) -> str | None:
+        """The id of the suspended run a decision resumes (a resumed run keeps it)."""
+        return None if self._suspended is None else self._suspended.run_id
 
-        With a session attached, they are known only once the session is loaded. Outside
-        an event loop this property loads it (through the Agent's own loop, as
-        ``agent(prompt)`` would). Inside one it cannot wait, so until ``await
-        agent.restore()`` (or a first run) has loaded the session it raises
-        `RestoreRequiredError` rather than answer an empty tuple that may be wrong.
+    @property
+    def agents(self) -> tuple[Agent]:
+        """The agents that do the work: this one."""
+        return (self,)
 
-        Raises:
-            RestoreRequiredError: In async code, before the session was restored.
-        """
-        if self.session_manager is not None and not self._restored:
-            if in_event_loop():
-                raise RestoreRequiredError(
-                    "the agent's session is not loaded yet, so its pending interrupts are "
-                    "unknown: call `await agent.restore()` first"
-                )
-            self._portal.call(self.restore)
-        if self._suspended is None:
-            return ()
-        return tuple(p.interrupt for p in self._suspended.pending)
+    def attach_session(self, home: SessionHome) -> None:
+        """Give a freshly built context its persistent memory."""
+        self.session_manager = home.manager()
 
     async def restore(self) -> None:
         """Load memory and any suspended run from the session.
@@ -232,97 +196,13 @@ class Agent:
             self._suspended = restored.suspended
         self._restored = True
 
-    def __call__(self, prompt: str | Message) -> AgentResult:
-        """Run one turn synchronously (outside an event loop), on the Agent's own loop."""
-        return self._portal.call(self.invoke_async, prompt)
+    def _restore_pending(self) -> bool:
+        return self.session_manager is not None and not self._restored
 
-    async def invoke_async(
-        self,
-        prompt: str | Message,
-        *,
-        invocation_state: InvocationState | None = None,
-        on_event: EventHandler | None = None,
-    ) -> AgentResult:
-        """Run one turn; `on_event` receives every run event as it happens."""
-        return await self._execute(
-            prompt,
-            None,
-            InvocationState() if invocation_state is None else invocation_state,
-            on_event or _ignore,
-        )
-
-    def stream(
-        self, prompt: str | Message, *, invocation_state: InvocationState | None = None
-    ) -> RunStream[StreamItem]:
-        """Run one turn, yielding its events and then the AgentResult (``async for``)."""
-        items = self._stream(prompt, None, invocation_state)
-        return RunStream(items, owner="Agent", method="stream")
-
-    def stream_sync(
-        self, prompt: str | Message, *, invocation_state: InvocationState | None = None
-    ) -> Iterator[StreamItem]:
-        """The blocking form of `stream`, for plain ``for`` outside an event loop."""
-        return self._portal.iterate(self._stream(prompt, None, invocation_state))
-
-    def resume(self, interrupt_id: str, decision: Decision) -> AgentResult:
-        """Answer a pending interrupt synchronously and continue the suspended run."""
-        return self._portal.call(self.resume_async, interrupt_id, decision)
-
-    async def resume_async(
-        self,
-        interrupt_id: str,
-        decision: Decision,
-        *,
-        invocation_state: InvocationState | None = None,
-        on_event: EventHandler | None = None,
-    ) -> AgentResult:
-        """Answer a pending interrupt and continue the same run (same run id)."""
-        return await self._execute(
-            None,
-            (interrupt_id, decision),
-            InvocationState() if invocation_state is None else invocation_state,
-            on_event or _ignore,
-        )
-
-    def resume_stream(
-        self,
-        interrupt_id: str,
-        decision: Decision,
-        *,
-        invocation_state: InvocationState | None = None,
-    ) -> RunStream[StreamItem]:
-        """Streaming form of `resume_async` (``async for``)."""
-        items = self._stream(None, (interrupt_id, decision), invocation_state)
-        return RunStream(items, owner="Agent", method="resume_stream")
-
-    def resume_stream_sync(
-        self,
-        interrupt_id: str,
-        decision: Decision,
-        *,
-        invocation_state: InvocationState | None = None,
-    ) -> Iterator[StreamItem]:
-        """The blocking form of `resume_stream`."""
-        return self._portal.iterate(self._stream(None, (interrupt_id, decision), invocation_state))
-
-    def close(self) -> None:
-        """Stop the event loop thread of the blocking methods; the async ones still work.
-
-        Idempotent. Without it the loop stops when the Agent is garbage-collected or
-        the interpreter exits.
-        """
-        self._portal.close()
-
-    def __enter__(self) -> Agent:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _pending(self) -> tuple[Interrupt, ...]:
+        if self._suspended is None:
+            return ()
+        return tuple(p.interrupt for p in self._suspended.pending)
 
     def cancel(self) -> bool:
         """Cancel the run in progress; it ends ``cancelled`` with a valid history.
@@ -336,29 +216,21 @@ class Agent:
 
     # -- the run ------------------------------------------------------------------------
 
-    def _stream(
-        self,
-        prompt: str | Message | None,
-        resume: tuple[str, Decision] | None,
-        invocation_state: InvocationState | None,
-    ) -> AsyncGenerator[StreamItem, None]:
-        state = InvocationState() if invocation_state is None else invocation_state
-
-        async def run(emit: Callable[[StreamItem], None]) -> StreamItem:
-            return await self._execute(prompt, resume, state, emit)
-
-        return stream_run(run)
-
     async def _execute(
         self,
         prompt: str | Message | None,
         resume: tuple[str, Decision] | None,
         invocation_state: InvocationState,
         emit: EventHandler,
+        run_id: str | None,
+        on_start: RunStart | None,
     ) -> AgentResult:
         async with self._lock:
             await self.restore()
-            run = self._begin(prompt) if resume is None else self._apply_decision(*resume)
+            if resume is None:
+                run = self._begin(prompt, run_id or new_run_id())
+            else:
+                run = self._apply_decision(*resume)
             context = RunContext(
                 context_id=self.context_id,
                 run_id=run.run_id,
@@ -371,7 +243,6 @@ class Agent:
                 if self.session_manager is None
                 else self.session_manager.key.principal,
             )
-            emit(StatusEvent())
             await self.hooks.invoke(
                 BeforeRunEvent(
                     context=context,
@@ -380,6 +251,9 @@ class Agent:
                     resumed=resume is not None,
                 )
             )
+            if on_start is not None:
+                on_start()
+            emit(StatusEvent())
             cancelled_by_caller = False
             outcome = LoopOutcome(status="failed")
             try:
@@ -427,27 +301,20 @@ class Agent:
         )
 
     def _meter(self) -> UsageMeter | None:
-        manager = self.session_manager
-        if manager is not None and _keeps_usage(type(manager.storage)):
-            storage = cast(UsageStorage, manager.storage)
-            return UsageMeter(self.budgets, storage, manager.key)
+        if self.session_manager is not None:
+            return self.session_manager.meter(self.budgets)
         return UsageMeter(self.budgets) if self.budgets.any else None
 
-    def _begin(self, prompt: str | Message | None) -> RunState:
+    def _begin(self, prompt: str | Message | None, run_id: str) -> RunState:
         if self._suspended is not None:
             first = self._suspended.pending[0].interrupt
             raise InterruptPendingError(
                 f"the conversation waits for a decision on interrupt {first.id}",
                 interrupt_id=first.id,
             )
-        if isinstance(prompt, str):
-            message = Message.user(prompt)
-        elif isinstance(prompt, Message) and prompt.role == "user":
-            message = prompt
-        else:
-            raise InvalidRequestError("a prompt must be a string or a user Message")
+        message = prompt_message(prompt)
         return RunState(
-            run_id=new_run_id(), input=message.text, started_at=time.time(), messages=[message]
+            run_id=run_id, input=message.text, started_at=time.time(), messages=[message]
         )
 
     def _apply_decision(self, interrupt_id: str, decision: Decision) -> RunState:
@@ -460,15 +327,7 @@ class Agent:
         )
         if run is None or match is None:
             raise InterruptNotFoundError(f"no pending interrupt has the id {interrupt_id!r}")
-        kind = match.interrupt.kind
-        if not isinstance(decision, CancelRun) and (
-            (kind == "approval" and not isinstance(decision, Approve | Reject))
-            or (kind == "input" and not isinstance(decision, InputAnswer))
-        ):
-            raise InvalidRequestError(
-                f"interrupt {interrupt_id} is an {kind} interrupt; "
-                f"{type(decision).__name__} does not answer it"
-            )
+        check_decision(match.interrupt, decision)
         match.decision = decision
         return run
 
@@ -496,7 +355,7 @@ class Agent:
             status=status,
             text=outcome.text,
             tool_calls=run.ordered_records(),
-            stop_reason=_stop_reason(status, run.stop_reason),
+            stop_reason=stop_reason(status, run.stop_reason),
             usage=run.usage,
             messages=tuple(new_messages),
             interrupts=tuple(p.interrupt for p in run.pending) if status == "suspended" else (),
@@ -512,13 +371,12 @@ class Agent:
             output=outcome.output if status == "completed" else None,
         )
         if self.session_manager is not None:
-            record = _record(run, result)
             if status == "suspended":
-                await self.session_manager.save_suspended(record=record, run=run)
+                await self.session_manager.save_suspended(run=run, result=result)
             else:
                 result = await self.session_manager.finish_turn(
                     result,
-                    record=record,
+                    run=run,
                     new_messages=new_messages,
                     history=self.messages,
                     state=self.state.to_dict() if self.state.dirty else None,
@@ -526,39 +384,3 @@ class Agent:
                 )
                 self.state.mark_saved()
         return result
-
-
-def _stop_reason(status: RunStatus, model_reason: str) -> str:
-    if status == "suspended":
-        return "interrupt"
-    if status == "cancelled":
-        return "cancelled"
-    if status == "failed":
-        return "error"
-    return model_reason
-
-
-def _record(run: RunState, result: AgentResult) -> RunRecord:
-    return RunRecord(
-        run_id=run.run_id,
-        status=result.status,
-        input=run.input,
-        started_at=run.started_at,
-        ended_at=None if result.status == "suspended" else time.time(),
-        text=result.text,
-        tool_calls=result.tool_calls,
-        usage=result.usage,
-        error=result.error,
-        interrupts=result.interrupts,
-        stop_reason=result.stop_reason,
-    )
-
-
-@functools.cache
-def _keeps_usage(storage_type: type) -> bool:
-    """Whether a storage class keeps usage (cached: a Protocol check costs microseconds)."""
-    return issubclass(storage_type, UsageStorage)
-
-
-def _ignore(event: RunEvent) -> None:
-    del event

@@ -17,6 +17,7 @@ from typing import Literal
 from agentkeel.agent import Agent
 from agentkeel.errors import ConfigurationError, ContextRefusedError
 from agentkeel.multiagent import Swarm
+from agentkeel.servable import Served
 from agentkeel.tools.toolset import Toolset
 
 __all__ = [
@@ -63,12 +64,11 @@ class Catalog:
     """The toolsets (MCP servers) of the agent it learned from, which the server's
     lifespan opens; None when it learned from no built agent."""
 
-    def learn(self, served: Agent | Swarm) -> None:
+    def learn(self, served: Served) -> None:
         """Take the tools (and, if none was set, the description) of a built agent."""
         if self.known:
             return
-        agents = served.members.values() if isinstance(served, Swarm) else (served,)
-        self.toolsets = tuple(item for agent in agents for item in agent.toolsets)
+        self.toolsets = tuple(item for agent in served.agents for item in agent.toolsets)
         self.tools = {name: item.description for name, item in served.tools.items()}
         self.description = self.description or served.description
         self.known = True

@@ -37,6 +37,7 @@ __all__ = [
     "InterruptKind",
     "Reject",
     "approval_prompt",
+    "check_decision",
     "decision_from_json",
     "interrupt",
 ]
@@ -146,6 +147,22 @@ def decision_from_json(kind: InterruptKind, data: JSONValue) -> Decision:
     if reason is not None and not isinstance(reason, str):
         raise InvalidRequestError("the reason of a rejection must be a string")
     return Reject(reason or "rejected by the user")
+
+
+def check_decision(interrupt: Interrupt, decision: Decision) -> None:
+    """Refuse a decision that cannot answer `interrupt` (before anything resumes).
+
+    Raises:
+        InvalidRequestError: An approval answered with input, or the other way round.
+    """
+    if isinstance(decision, CancelRun):
+        return
+    answers = Approve | Reject if interrupt.kind == "approval" else InputAnswer
+    if not isinstance(decision, answers):
+        raise InvalidRequestError(
+            f"interrupt {interrupt.id} is an {interrupt.kind} interrupt; "
+            f"{type(decision).__name__} does not answer it"
+        )
 
 
 def approval_prompt(name: str, tool_input: JSONObject, tool: Tool | None = None) -> str:

@@ -12,10 +12,12 @@ __all__ = [
     "RUN_STATUSES",
     "AgentResult",
     "ErrorInfo",
+    "RunResultFront",
     "RunStatus",
     "ToolCallRecord",
     "ToolCallStatus",
     "Usage",
+    "stop_reason",
 ]
 
 RunStatus = Literal["completed", "suspended", "failed", "cancelled"]
@@ -148,8 +150,50 @@ class ErrorInfo:
         return {"code": self.code, "message": self.message}
 
 
+def stop_reason(status: RunStatus, model_reason: str = "end_turn") -> str:
+    """A run's stop reason: the model's when it completed, else the one its status implies."""
+    if status == "suspended":
+        return "interrupt"
+    if status == "cancelled":
+        return "cancelled"
+    if status == "failed":
+        return "error"
+    return model_reason
+
+
+class RunResultFront:
+    """What AgentResult and SwarmResult read the same way from their fields.
+
+    Written once so that an agent and a swarm answer on the wire alike (`tool_names`,
+    `interrupt`) and make the same run record (`agentkeel.session.run_record`).
+    """
+
+    __slots__ = ()
+    run_id: str
+    status: RunStatus
+    text: str
+    tool_calls: tuple[ToolCallRecord, ...]
+    usage: Usage
+    interrupts: tuple[Interrupt, ...]
+    error: ErrorInfo | None
+    context_id: str | None
+
+    @property
+    def interrupt(self) -> Interrupt | None:
+        """The interrupt a client should answer next, if the run is suspended."""
+        return self.interrupts[0] if self.interrupts else None
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the tools that ran, in call order (the wire's `toolCalls`)."""
+        return [record.name for record in self.tool_calls if record.ran]
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AgentResult:
+class AgentResult(RunResultFront):
     """The end of a run (or of the part of it before a suspension)."""
 
     run_id: str
@@ -171,16 +215,6 @@ class AgentResult:
     output: Any = None
     """The validated structured answer, for an agent with an `output_type` (else None)."""
 
-    @property
-    def interrupt(self) -> Interrupt | None:
-        """The interrupt a client should answer next, if the run is suspended."""
-        return self.interrupts[0] if self.interrupts else None
-
-    @property
-    def tool_names(self) -> list[str]:
-        """Names of the tools that ran, in call order (the wire's `toolCalls`)."""
-        return [record.name for record in self.tool_calls if record.ran]
-
     def output_as(self, output_type: type[_T]) -> _T:
         """`output`, checked to be an instance of `output_type` (typed for the caller).
 
@@ -193,6 +227,3 @@ class AgentResult:
                 f"the run's output is {type(self.output).__name__}, not {output_type.__name__}"
             )
         return self.output
-
-    def __str__(self) -> str:
-        return self.text

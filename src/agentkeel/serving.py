@@ -1,11 +1,11 @@
 """What a server serves: an Agent or a Swarm, behind one small interface.
 
 The server (native wire and A2A) only needs a handful of members from what it serves;
-`Servable` names them, and `ServedResult` names what it reads from a run's result. An
-Agent and a Swarm both satisfy them, so a swarm is served exactly like an agent (the
-seed's recipe: "expose an A2A agent that wraps the swarm"). The two functions below are
-the only places that know the difference: how a context's memory is attached, and how
-it is forgotten.
+`agentkeel.servable.Servable` names them, and `ServedResult` names what it reads from a
+run's result. An Agent and a Swarm both satisfy them, so a swarm is served exactly like
+an agent (the seed's recipe: "expose an A2A agent that wraps the swarm"). Forgetting a
+context is the one place that knows the difference: a swarm's members keep sessions of
+their own, which the swarm's record lists, also when nothing is cached.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeAlias
 
-from agentkeel.agent import Agent
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import CorruptSessionError
 from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent import Swarm, SwarmSession
 from agentkeel.multiagent.session import MEMBER_SEPARATOR
 from agentkeel.result import ErrorInfo, Usage
-from agentkeel.session import SessionManager
+from agentkeel.servable import Served
+from agentkeel.session import SessionHome, SessionManager
 from agentkeel.storage.base import SessionKey, SessionStorage
 
 __all__ = [
@@ -31,8 +31,6 @@ __all__ = [
     "forget_context",
 ]
 
-Served: TypeAlias = Agent | Swarm
-"""What a definition's factory may build for a context."""
 ServedFactory: TypeAlias = Callable[[str], Served]
 
 
@@ -61,18 +59,7 @@ def attach_session(
     served: Served, key: SessionKey, storage: SessionStorage, checkpointer: Checkpointer
 ) -> None:
     """Give a freshly built context its persistent memory under `key`."""
-    if isinstance(served, Swarm):
-        served.session = SwarmSession(
-            key.definition,
-            key.context_id,
-            storage,
-            checkpointer=checkpointer,
-            principal=key.principal,
-        )
-        return
-    served.session_manager = SessionManager(
-        key.session_id, storage, checkpointer=checkpointer, principal=key.principal
-    )
+    served.attach_session(SessionHome(key, storage, checkpointer))
 
 
 async def forget_context(

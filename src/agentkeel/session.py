@@ -23,22 +23,26 @@ before each turn, so a cached Agent is reloaded instead of running on stale memo
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from agentkeel.checkpoint.base import Checkpoint, Checkpointer
 from agentkeel.errors import ConcurrentWriteError, CorruptSessionError
 from agentkeel.ids import new_checkpoint_id
 from agentkeel.keys import SessionKey
-from agentkeel.messages import JSONObject, Message
-from agentkeel.result import AgentResult, ErrorInfo, Usage
+from agentkeel.messages import JSONObject, JSONValue, Message
+from agentkeel.result import AgentResult, ErrorInfo, RunResultFront, Usage
+from agentkeel.result import stop_reason as reason_of
 from agentkeel.run_state import RunState
 from agentkeel.storage.base import RunRecord, SessionStorage
 from agentkeel.storage.usage import UsageStorage, utc_day
+from agentkeel.usage import TokenBudgets, UsageMeter
 
-__all__ = ["LOST_TURN", "RestoredSession", "SessionManager"]
+__all__ = ["LOST_TURN", "RestoredSession", "SessionHome", "SessionManager", "run_record"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +51,26 @@ LOST_TURN = (
     "saved; the next turn reloads the conversation"
 )
 """The message of a run that ends ``failed`` with ``concurrent_write``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHome:
+    """Where a context's memory lives: its key, the storage and the checkpointer.
+
+    What a server hands a freshly built Agent or Swarm (`Servable.attach_session`), so
+    that neither needs to know the storage interfaces to be given a session.
+    """
+
+    key: SessionKey
+    storage: SessionStorage
+    checkpointer: Checkpointer
+
+    def manager(self, key: SessionKey | None = None) -> SessionManager:
+        """A SessionManager of `key` (default this home's) in this storage."""
+        key = self.key if key is None else key
+        return SessionManager(
+            key.session_id, self.storage, checkpointer=self.checkpointer, principal=key.principal
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,7 +201,7 @@ class SessionManager:
         self,
         result: AgentResult,
         *,
-        record: RunRecord,
+        run: RunState,
         new_messages: Sequence[Message],
         history: Sequence[Message],
         state: JSONObject | None,
@@ -190,6 +214,9 @@ class SessionManager:
         the turn, but the version this manager knows is stale, so the next `restore`
         reloads what the other process saved.
         """
+        record = run_record(
+            result, input=run.input, started_at=run.started_at, stop_reason=result.stop_reason
+        )
         try:
             await self.save_finished(
                 record=record,
@@ -210,8 +237,11 @@ class SessionManager:
             )
         return result
 
-    async def save_suspended(self, *, record: RunRecord, run: RunState) -> None:
+    async def save_suspended(self, *, run: RunState, result: AgentResult) -> None:
         """Save a suspended run so that a decision can resume it, also after a restart."""
+        record = run_record(
+            result, input=run.input, started_at=run.started_at, stop_reason=result.stop_reason
+        )
         if self.checkpointer is None:
             await self.storage.put_run(self.key, record)
             return
@@ -228,6 +258,12 @@ class SessionManager:
         if self.checkpointer is not None and self._checkpoint_id is not None:
             await self.checkpointer.delete(self.key, self._checkpoint_id)
         self._checkpoint_id = None
+
+    def meter(self, budgets: TokenBudgets) -> UsageMeter | None:
+        """What meters a run's tokens: into this session's storage when it keeps usage."""
+        if _keeps_usage(type(self.storage)):
+            return UsageMeter(budgets, cast(UsageStorage, self.storage), self.key)
+        return UsageMeter(budgets) if budgets.any else None
 
     async def usage(self) -> Usage:
         """Every token this context's model calls used, across runs and restarts.
@@ -250,3 +286,32 @@ class SessionManager:
             await self.checkpointer.delete_thread(self.key)
         await self.storage.delete(self.key)
         self._checkpoint_id = None
+
+
+def run_record(
+    result: RunResultFront, *, input: JSONValue, started_at: float, stop_reason: str | None = None
+) -> RunRecord:
+    """The stored record of a run that ended or suspended (an agent's or a swarm's).
+
+    `stop_reason` is the model's (an AgentResult carries it); None takes the one the
+    status implies (a swarm run's).
+    """
+    return RunRecord(
+        run_id=result.run_id,
+        status=result.status,
+        input=input,
+        started_at=started_at,
+        ended_at=None if result.status == "suspended" else time.time(),
+        text=result.text,
+        tool_calls=result.tool_calls,
+        usage=result.usage,
+        error=result.error,
+        interrupts=result.interrupts,
+        stop_reason=reason_of(result.status) if stop_reason is None else stop_reason,
+    )
+
+
+@functools.cache
+def _keeps_usage(storage_type: type) -> bool:
+    """Whether a storage class keeps usage (cached: a Protocol check costs microseconds)."""
+    return issubclass(storage_type, UsageStorage)

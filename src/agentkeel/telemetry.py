@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentkeel.agent import Agent
 from agentkeel.context import RunContext
 from agentkeel.hooks.events import (
     AfterModelCallEvent,
@@ -36,7 +35,7 @@ from agentkeel.hooks.events import (
     BeforeToolCallEvent,
 )
 from agentkeel.hooks.registry import HookRegistry
-from agentkeel.multiagent import Swarm
+from agentkeel.servable import Served
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
@@ -264,7 +263,7 @@ class RunLogHooks:
         )
 
 
-def instrument(served: Agent | Swarm, *, logger: logging.Logger | None = None) -> None:
+def instrument(served: Served, *, logger: logging.Logger | None = None) -> None:
     """Attach the run log (when `logger` is given) and, when installed, OpenTelemetry spans.
 
     For a Swarm the hooks go on every member, so each member's run gets its line and
@@ -274,7 +273,7 @@ def instrument(served: Agent | Swarm, *, logger: logging.Logger | None = None) -
         served: The Agent, or the Swarm whose members to instrument.
         logger: Where `RunLogHooks` writes; None attaches no run log.
     """
-    agents = list(served.members.values()) if isinstance(served, Swarm) else [served]
+    agents = served.agents
     tracing = TracingHooks() if tracing_available() else None
     for agent in agents:
         if logger is not None:

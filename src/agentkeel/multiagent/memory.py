@@ -20,7 +20,7 @@ from agentkeel.interrupts import Interrupt
 from agentkeel.multiagent.loop import SwarmOutcome
 from agentkeel.multiagent.record import SwarmRecord, SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord, SwarmResult
-from agentkeel.multiagent.session import SwarmSession, run_record
+from agentkeel.multiagent.session import SwarmSession
 from agentkeel.result import ErrorInfo
 from agentkeel.state import SharedState
 
@@ -88,10 +88,11 @@ class SwarmMemory:
                 return True
         return False
 
-    def begin(self, text: str) -> SwarmRunState:
-        """Open a new run."""
+    def begin(self, text: str, run_id: str | None = None) -> SwarmRunState:
+        """Open a new run (under `run_id` when the caller chose it)."""
         self.suspended = None
-        self.run = SwarmRunState(run_id=new_run_id(), input=text, started_at=time.time())
+        run_id = run_id or new_run_id()
+        self.run = SwarmRunState(run_id=run_id, input=text, started_at=time.time())
         return self.run
 
     async def finish(
@@ -122,7 +123,7 @@ class SwarmMemory:
                 await self.session.save(self._record(run if self.suspended else None))
             # else another process moved the conversation on: its record stays, and the
             # member's stale version makes the next turn reload it
-            await self.session.put_run(run_record(run, result))
+            await self.session.put_run(run, result)
         return result
 
     async def save(self, run: SwarmRunState) -> None:

@@ -13,7 +13,14 @@ from typing import Any
 
 from agentkeel.interrupts import Interrupt
 from agentkeel.messages import JSONObject
-from agentkeel.result import AgentResult, ErrorInfo, RunStatus, ToolCallRecord, Usage
+from agentkeel.result import (
+    AgentResult,
+    ErrorInfo,
+    RunResultFront,
+    RunStatus,
+    ToolCallRecord,
+    Usage,
+)
 
 __all__ = ["HandoffRecord", "SwarmResult"]
 
@@ -59,7 +66,7 @@ class HandoffRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SwarmResult:
+class SwarmResult(RunResultFront):
     """The end of a swarm run (or of the part of it before a suspension).
 
     Server-side only, like an AgentResult: `results`, `tool_calls` and
@@ -92,21 +99,8 @@ class SwarmResult:
     context_id: str | None = None
 
     @property
-    def interrupt(self) -> Interrupt | None:
-        """The interrupt a client should answer next, if the run is suspended."""
-        return self.interrupts[0] if self.interrupts else None
-
-    @property
     def output(self) -> Any:
         """The structured answer of the member that finished (if it has an output type)."""
         if self.status != "completed" or not self.results:
             return None
         return self.results[-1].output
-
-    @property
-    def tool_names(self) -> list[str]:
-        """Names of the tools that ran, in call order (the wire's `toolCalls`)."""
-        return [record.name for record in self.tool_calls if record.ran]
-
-    def __str__(self) -> str:
-        return self.text

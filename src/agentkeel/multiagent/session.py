@@ -23,7 +23,6 @@ without the capability keeps it there.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,22 +33,16 @@ from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONValue
 from agentkeel.multiagent.record import SwarmRecord, SwarmRunState
 from agentkeel.multiagent.result import SwarmResult
-from agentkeel.session import SessionManager
-from agentkeel.storage.base import RunRecord, SessionDocumentStorage, SessionStorage
+from agentkeel.session import SessionManager, run_record
+from agentkeel.storage.base import SessionDocumentStorage, SessionStorage
 
-__all__ = ["MEMBER_SEPARATOR", "SwarmSession", "run_record"]
+__all__ = ["MEMBER_SEPARATOR", "SwarmSession"]
 
 logger = logging.getLogger(__name__)
 
 MEMBER_SEPARATOR = "--"
 """Joins the swarm's definition and a member's name into the member's definition."""
 _RECORD_KEY = "swarm"
-_STOP_REASONS = {
-    "completed": "end_turn",
-    "suspended": "interrupt",
-    "failed": "error",
-    "cancelled": "cancelled",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +133,9 @@ class SwarmSession:
         else:
             await self.storage.rewrite(self.key, [], {_RECORD_KEY: record.to_json()})
 
-    async def put_run(self, record: RunRecord) -> None:
+    async def put_run(self, run: SwarmRunState, result: SwarmResult) -> None:
         """Create or replace the record of one swarm run."""
+        record = run_record(result, input=run.input, started_at=run.started_at)
         await self.storage.put_run(self.key, record)
 
     async def delete(self, members: Iterable[str] = ()) -> bool:
@@ -170,20 +164,3 @@ class SwarmSession:
         if self.checkpointer is not None:
             await self.checkpointer.delete_thread(self.key)
         return await self.storage.delete(self.key) or existed
-
-
-def run_record(run: SwarmRunState, result: SwarmResult) -> RunRecord:
-    """The swarm run's record (kept with the swarm session's run records)."""
-    return RunRecord(
-        run_id=run.run_id,
-        status=result.status,
-        input=run.input,
-        started_at=run.started_at,
-        ended_at=None if result.status == "suspended" else time.time(),
-        text=result.text,
-        tool_calls=result.tool_calls,
-        usage=result.usage,
-        error=result.error,
-        interrupts=result.interrupts,
-        stop_reason=_STOP_REASONS[result.status],
-    )

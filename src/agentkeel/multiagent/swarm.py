@@ -14,33 +14,27 @@ resumes that member, and the swarm goes on from there). The next prompt goes to 
 member that ran last.
 
 `SwarmMemory` keeps and saves the swarm's position, `SwarmLoop` runs the members, and
-the Swarm offers the surface a server uses on an Agent (`restore`, `invoke_async`,
-`resume_async`, `busy`, `cancel`, `pending_interrupts`, `name`, `description`, `tools`,
-`hooks` for BeforeRunEvent). Its blocking methods run on one event loop kept for the
-swarm's life (`Portal`, as on an Agent); `close()` stops it.
+the Swarm is `Servable` like an Agent, with the same front (`ServableFront`): its
+blocking methods run on one event loop kept for the swarm's life; `close()` stops it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
-from types import TracebackType
+from collections.abc import Awaitable, Mapping, Sequence
 
 import anyio
 
-from agentkeel._portal import Portal, RunStream, in_event_loop, stream_run
 from agentkeel.agent import Agent
 from agentkeel.context import RunContext
 from agentkeel.errors import (
     ConfigurationError,
     InterruptNotFoundError,
     InterruptPendingError,
-    InvalidRequestError,
-    RestoreRequiredError,
 )
 from agentkeel.events import RunEvent
 from agentkeel.hooks.events import BeforeRunEvent
 from agentkeel.hooks.registry import HookRegistry
-from agentkeel.interrupts import Approve, CancelRun, Decision, InputAnswer, Interrupt, Reject
+from agentkeel.interrupts import Decision, Interrupt, check_decision
 from agentkeel.messages import JSONValue, Message
 from agentkeel.multiagent.handoff import HANDOFF_TOOL, enlist, index_members
 from agentkeel.multiagent.loop import (
@@ -54,6 +48,8 @@ from agentkeel.multiagent.record import SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord, SwarmResult
 from agentkeel.multiagent.session import SwarmSession
 from agentkeel.result import AgentResult
+from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
+from agentkeel.session import SessionHome
 from agentkeel.state import InvocationState, SharedState
 from agentkeel.tools.decorator import Tool
 
@@ -61,10 +57,9 @@ __all__ = ["Swarm", "SwarmStreamItem"]
 
 SwarmStreamItem = RunEvent | SwarmResult
 """What `Swarm.stream` yields: member events (tagged with `agent`), then the SwarmResult."""
-EventHandler = Callable[[RunEvent], None]
 
 
-class Swarm:
+class Swarm(ServableFront[SwarmResult]):
     """Agents that hand a conversation to each other; call it like an Agent.
 
     Args:
@@ -79,6 +74,8 @@ class Swarm:
         session: Persists the swarm and its members; can also be set later, before the
             first run or restore (see `SwarmSession` for the session ids).
     """
+
+    _owner = "Swarm"
 
     def __init__(
         self,
@@ -121,13 +118,7 @@ class Swarm:
         self.session = session
         self._loop: SwarmLoop | None = None
         self._cancelled = False
-        self._lock = anyio.Lock()
-        self._portal = Portal(
-            "agentkeel-swarm",
-            refuse_in_loop="a synchronous Swarm call cannot run inside an event loop; "
-            "use await swarm.invoke_async(...) or swarm.resume_async(...)",
-        )
-        self._portal.bind(self)
+        self._init_front()
 
     # -- the surface the server uses ----------------------------------------------------
 
@@ -166,35 +157,31 @@ class Swarm:
         return self._memory.trail
 
     @property
-    def busy(self) -> bool:
-        """Whether a swarm run is in progress (the server's ``reject`` policy reads this)."""
-        return self._lock.locked()
-
-    @property
     def context_id(self) -> str | None:
         """The context id of the attached session, if any."""
         session = self._memory.session
         return None if session is None else session.context_id
 
     @property
-    def pending_interrupts(self) -> tuple[Interrupt, ...]:
-        """Interrupts of the suspended member, also of a run suspended before a restart.
+    def suspended_run_id(self) -> str | None:
+        """The id of the suspended swarm run a decision resumes (it keeps its id)."""
+        run = self._memory.run
+        return None if run is None or self._memory.suspended is None else run.run_id
 
-        As on an Agent: with a session attached, outside an event loop this loads the
-        session first; inside one, until ``await swarm.restore()`` (or a first run) it
-        raises `RestoreRequiredError` rather than answer an empty tuple that may be wrong.
+    @property
+    def agents(self) -> tuple[Agent, ...]:
+        """The agents that do the work: the members, in order."""
+        return tuple(self.members.values())
 
-        Raises:
-            RestoreRequiredError: In async code, before the session was restored.
-        """
-        if self._memory.session is not None and not self._memory.restored:
-            if in_event_loop():
-                raise RestoreRequiredError(
-                    "the swarm's session is not loaded yet, so its pending interrupts are "
-                    "unknown: call `await swarm.restore()` first"
-                )
-            self._portal.call(self.restore)
-        return self._memory.pending_interrupts
+    def attach_session(self, home: SessionHome) -> None:
+        """Give a freshly built context its persistent memory (the swarm's and members')."""
+        self.session = SwarmSession(
+            home.key.definition,
+            home.key.context_id,
+            home.storage,
+            checkpointer=home.checkpointer,
+            principal=home.key.principal,
+        )
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -214,87 +201,11 @@ class Swarm:
         """
         await self._memory.restore()
 
-    def __call__(self, prompt: str | Message) -> SwarmResult:
-        """Run one turn synchronously (outside an event loop), on the swarm's own loop."""
-        return self._portal.call(self.invoke_async, prompt)
+    def _restore_pending(self) -> bool:
+        return self._memory.session is not None and not self._memory.restored
 
-    async def invoke_async(
-        self,
-        prompt: str | Message,
-        *,
-        invocation_state: InvocationState | None = None,
-        on_event: EventHandler | None = None,
-    ) -> SwarmResult:
-        """Run one turn; `on_event` receives every member's events, tagged with `agent`.
-
-        `invocation_state` is shared by reference by every member run of the turn.
-        """
-        return await self._execute(prompt, None, invocation_state, on_event or _ignore)
-
-    def stream(
-        self, prompt: str | Message, *, invocation_state: InvocationState | None = None
-    ) -> RunStream[SwarmStreamItem]:
-        """Run one turn, yielding the members' events and then the SwarmResult."""
-        items = self._stream(prompt, None, invocation_state)
-        return RunStream(items, owner="Swarm", method="stream")
-
-    def stream_sync(
-        self, prompt: str | Message, *, invocation_state: InvocationState | None = None
-    ) -> Iterator[SwarmStreamItem]:
-        """The blocking form of `stream`, for plain ``for`` outside an event loop."""
-        return self._portal.iterate(self._stream(prompt, None, invocation_state))
-
-    def resume(self, interrupt_id: str, decision: Decision) -> SwarmResult:
-        """Answer a pending interrupt synchronously and continue the swarm run."""
-        return self._portal.call(self.resume_async, interrupt_id, decision)
-
-    async def resume_async(
-        self,
-        interrupt_id: str,
-        decision: Decision,
-        *,
-        invocation_state: InvocationState | None = None,
-        on_event: EventHandler | None = None,
-    ) -> SwarmResult:
-        """Answer a pending interrupt: its member resumes, then the swarm goes on (same run id)."""
-        resume = (interrupt_id, decision)
-        return await self._execute(None, resume, invocation_state, on_event or _ignore)
-
-    def resume_stream(
-        self,
-        interrupt_id: str,
-        decision: Decision,
-        *,
-        invocation_state: InvocationState | None = None,
-    ) -> RunStream[SwarmStreamItem]:
-        """Streaming form of `resume_async`."""
-        items = self._stream(None, (interrupt_id, decision), invocation_state)
-        return RunStream(items, owner="Swarm", method="resume_stream")
-
-    def resume_stream_sync(
-        self,
-        interrupt_id: str,
-        decision: Decision,
-        *,
-        invocation_state: InvocationState | None = None,
-    ) -> Iterator[SwarmStreamItem]:
-        """The blocking form of `resume_stream`."""
-        return self._portal.iterate(self._stream(None, (interrupt_id, decision), invocation_state))
-
-    def close(self) -> None:
-        """Stop the event loop thread of the blocking methods; the async ones still work."""
-        self._portal.close()
-
-    def __enter__(self) -> Swarm:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _pending(self) -> tuple[Interrupt, ...]:
+        return self._memory.pending_interrupts
 
     def cancel(self) -> bool:
         """Cancel the swarm run in progress; False when nothing was running.
@@ -311,36 +222,26 @@ class Swarm:
 
     # -- the run ------------------------------------------------------------------------
 
-    def _stream(
-        self,
-        prompt: str | Message | None,
-        resume: tuple[str, Decision] | None,
-        invocation_state: InvocationState | None,
-    ) -> AsyncGenerator[SwarmStreamItem, None]:
-        state = invocation_state
-
-        async def run(emit: Callable[[SwarmStreamItem], None]) -> SwarmStreamItem:
-            return await self._execute(prompt, resume, state, emit)
-
-        return stream_run(run)
-
     async def _execute(
         self,
         prompt: str | Message | None,
         resume: tuple[str, Decision] | None,
-        invocation_state: InvocationState | None,
+        invocation_state: InvocationState,
         emit: EventHandler,
+        run_id: str | None,
+        on_start: RunStart | None,
     ) -> SwarmResult:
-        state = InvocationState() if invocation_state is None else invocation_state
+        state = invocation_state
         async with self._lock:
             self._cancelled = False
             await self.restore()
             if resume is None:
-                run, member, call = self._begin(prompt, state)
+                run, member, call = self._begin(prompt, state, run_id)
             else:
                 run, member, call = self._resume(*resume, state)
             try:
-                return await self._drive(run, member, call, resume is not None, state, emit)
+                resumed = resume is not None
+                return await self._drive(run, member, call, resumed, state, emit, on_start)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await self._memory.abandon(run, self.context_id)
@@ -356,6 +257,7 @@ class Swarm:
         resumed: bool,
         state: InvocationState,
         emit: EventHandler,
+        on_start: RunStart | None,
     ) -> SwarmResult:
         context = RunContext(
             context_id=self.context_id,
@@ -369,6 +271,8 @@ class Swarm:
         await self.hooks.invoke(
             BeforeRunEvent(context=context, prompt=prompt, messages=(), resumed=resumed)
         )
+        if on_start is not None:
+            on_start()
         loop = self._loop = SwarmLoop(
             members=self.members,
             limits=self.limits,
@@ -383,7 +287,7 @@ class Swarm:
         return await self._memory.finish(run, outcome, self.context_id)
 
     def _begin(
-        self, prompt: str | Message | None, state: InvocationState
+        self, prompt: str | Message | None, state: InvocationState, run_id: str | None
     ) -> tuple[SwarmRunState, Agent, MemberCall]:
         pending = self.pending_interrupts
         if pending:
@@ -391,14 +295,9 @@ class Swarm:
                 f"the swarm waits for a decision on interrupt {pending[0].id}",
                 interrupt_id=pending[0].id,
             )
-        if isinstance(prompt, str):
-            text = prompt
-        elif isinstance(prompt, Message) and prompt.role == "user":
-            text = prompt.text
-        else:
-            raise InvalidRequestError("a prompt must be a string or a user Message")
+        text = prompt_message(prompt).text
         member = self.members[self._memory.active]
-        return self._memory.begin(text), member, invoke_member(member, prompt, state)
+        return self._memory.begin(text, run_id), member, invoke_member(member, prompt, state)
 
     def _resume(
         self, interrupt_id: str, decision: Decision, state: InvocationState
@@ -407,11 +306,7 @@ class Swarm:
         run, name = self._memory.run, self._memory.suspended
         if match is None or name is None or run is None:
             raise InterruptNotFoundError(f"no pending interrupt has the id {interrupt_id!r}")
-        if not _answers(match, decision):
-            raise InvalidRequestError(
-                f"interrupt {interrupt_id} is an {match.kind} interrupt; "
-                f"{type(decision).__name__} does not answer it"
-            )
+        check_decision(match, decision)
         member = self.members[name]
 
         def call(on_event: EventHandler) -> Awaitable[AgentResult]:
@@ -427,16 +322,3 @@ def _check_session(session: SwarmSession | None, members: Mapping[str, Agent]) -
     if session is not None:
         for member in members:
             session.member_definition(member)
-
-
-def _answers(interrupt: Interrupt, decision: Decision) -> bool:
-    """Whether `decision` can answer `interrupt` (checked before anything starts)."""
-    if isinstance(decision, CancelRun):
-        return True
-    if interrupt.kind == "approval":
-        return isinstance(decision, Approve | Reject)
-    return isinstance(decision, InputAnswer)
-
-
-def _ignore(event: RunEvent) -> None:
-    del event

@@ -33,7 +33,6 @@ import anyio
 
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import RunInProgressError, SharedAgentError
-from agentkeel.hooks.events import BeforeRunEvent
 from agentkeel.serving import Served, ServedFactory, attach_session, forget_context
 from agentkeel.storage.base import SessionKey, SessionStorage
 
@@ -54,18 +53,11 @@ class ContextEntry:
     """Requests holding the entry between lookup and queueing (blocks eviction)."""
     turns: int = 0
     """Turns of this process running or waiting on the context."""
-    on_run_started: Callable[[str], Awaitable[None]] | None = None
-    """Told the run id when the current turn's run starts (set by the runner)."""
 
     @property
     def idle(self) -> bool:
         """Nothing holds the entry: it may be evicted."""
         return self.leases == 0 and not self.turns
-
-    async def notify_run_started(self, event: BeforeRunEvent) -> None:
-        """Hook callback: hand the run id of the turn that just started to the runner."""
-        if self.on_run_started is not None:
-            await self.on_run_started(event.context.run_id)
 
 
 class ContextCache:
@@ -238,9 +230,7 @@ class ContextCache:
             self.on_built(key, agent)
         attach_session(agent, key, self.storage, self.checkpointer)
         await agent.restore()
-        entry = ContextEntry(key=key, agent=agent)
-        agent.hooks.add_callback(BeforeRunEvent, entry.notify_run_started)
-        return entry
+        return ContextEntry(key=key, agent=agent)
 
     def _dropped(self, entry: ContextEntry | None) -> None:
         if entry is not None and self.on_drop is not None:

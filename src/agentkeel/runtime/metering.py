@@ -17,10 +17,10 @@ from agentkeel.errors import BudgetExceededError
 from agentkeel.framework import Framework
 from agentkeel.hooks.events import AfterModelCallEvent, HookEvent
 from agentkeel.hooks.registry import HookCallback
-from agentkeel.multiagent import Swarm
 from agentkeel.runtime.contexts import ContextEntry
 from agentkeel.runtime.metrics import ServerMetrics
-from agentkeel.serving import Served, ServedFactory
+from agentkeel.servable import ServableFront, Served
+from agentkeel.serving import ServedFactory
 from agentkeel.storage.base import SessionKey
 from agentkeel.storage.usage import UsageStorage, utc_day
 from agentkeel.usage import ModelPrice, seconds_until_utc_midnight
@@ -57,10 +57,9 @@ def metered(
 
     def build(context_id: str) -> Served:
         served = factory(context_id)
-        agents = served.members.values() if isinstance(served, Swarm) else (served,)
+        # what is not servable is refused by the cache
+        agents = served.agents if isinstance(served, ServableFront) else ()
         for agent in agents:
-            if not isinstance(agent, Agent):
-                continue  # the cache refuses what is not servable
             if not agent.budgets.any:
                 agent.budgets = framework.usage.budgets
             agent.hooks.add_callback(AfterModelCallEvent, count)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from agentkeel.durations import parse_duration
 from agentkeel.errors import ConfigurationError
+from agentkeel.framework_schema import parse_duration
 from agentkeel.runtime.coordination import Coordination
 from agentkeel.runtime.job_claims import RunJobClaims
 from agentkeel.runtime.pg_lease import DEFAULT_LEASE_SECONDS, PostgresRunLease

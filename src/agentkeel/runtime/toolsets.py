@@ -14,14 +14,13 @@ context (ContextRefusedError) cannot show its toolsets here and must open them i
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
-from agentkeel.agent import Agent
 from agentkeel.definitions import CATALOG_CONTEXT_ID
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import Framework
-from agentkeel.multiagent import Swarm
+from agentkeel.servable import Served
 from agentkeel.tools.toolset import ManagedToolset
 
 __all__ = ["managed_toolsets", "open_toolsets", "release_toolsets"]
@@ -29,19 +28,15 @@ __all__ = ["managed_toolsets", "open_toolsets", "release_toolsets"]
 logger = logging.getLogger(__name__)
 
 
-def _agents(served: Agent | Swarm) -> Iterable[Agent]:
-    return served.members.values() if isinstance(served, Swarm) else (served,)
-
-
-def managed_toolsets(served: Agent | Swarm) -> list[ManagedToolset]:
+def managed_toolsets(served: Served) -> list[ManagedToolset]:
     """The toolsets with connections that `served`'s agents use."""
     found: list[ManagedToolset] = []
-    for agent in _agents(served):
+    for agent in served.agents:
         found.extend(item for item in agent.toolsets if isinstance(item, ManagedToolset))
     return found
 
 
-async def release_toolsets(served: Agent | Swarm, principal: str | None, context_id: str) -> None:
+async def release_toolsets(served: Served, principal: str | None, context_id: str) -> None:
     """A context left the cache: its per-context connections close (failures are logged)."""
     for toolset in managed_toolsets(served):
         try:
@@ -63,7 +58,7 @@ async def open_toolsets(framework: Framework) -> AsyncIterator[None]:
         ConfigurationError: One could not start, or an ``approve`` names no tool.
     """
     found: dict[str, list[ManagedToolset]] = {}
-    declared: dict[str, Agent | Swarm] = {}
+    declared: dict[str, Served] = {}
     for name, definition in framework.definitions.items():
         learned = definition.catalog.toolsets
         if learned is not None:  # the factory was called at load: no second call
@@ -92,12 +87,12 @@ async def open_toolsets(framework: Framework) -> AsyncIterator[None]:
         yield
 
 
-def _check_approve(source: str, name: str, served: Agent | Swarm) -> None:
+def _check_approve(source: str, name: str, served: Served) -> None:
     """Each ``approve`` name of a declared agent with toolsets must be one of its tools.
 
     framework.json could not check the names of MCP tools before the servers started.
     """
-    for agent in _agents(served):
+    for agent in served.agents:
         toolsets = managed_toolsets(agent)
         if not toolsets:
             continue

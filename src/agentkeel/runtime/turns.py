@@ -21,6 +21,7 @@ from anyio.abc import TaskGroup
 
 from agentkeel.errors import AgentkeelError, InterruptNotFoundError, InterruptPendingError
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
+from agentkeel.ids import new_run_id
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
 from agentkeel.messages import JSONObject
 from agentkeel.multiagent import SwarmResult
@@ -67,7 +68,6 @@ class RunJob:
     """Set once `binding` is (or will never be) set."""
     began_at: float = field(default_factory=time.monotonic)
     first_token: bool = False
-    buffered: list[RunEvent] = field(default_factory=list)
     grant: LeaseGrant | None = None
     """The context's lease while the turn holds it (its fence guards the turn's writes)."""
 
@@ -170,7 +170,6 @@ class TurnRunner:
             else:
                 job.error = exc
         finally:
-            entry.on_run_started = None
             if job.grant is not None:
                 with anyio.CancelScope(shield=True):
                     await lease.release(job.grant)
@@ -193,8 +192,12 @@ class TurnRunner:
 
     def _action(
         self, entry: ContextEntry, request: SendRequest
-    ) -> Callable[..., Awaitable[AgentResult | SwarmResult]]:
-        """What to call on the Agent; refuses what cannot start, before anything runs."""
+    ) -> tuple[str, Callable[..., Awaitable[object]]]:
+        """The run's id and what to call on the Agent; refuses what cannot start.
+
+        The runtime chooses a new run's id, so that its frames have their channel before
+        the run starts; a resumed run keeps the id of the run it resumes.
+        """
         agent = entry.agent
         pending = agent.pending_interrupts
         if request.resume is None:
@@ -204,42 +207,37 @@ class TurnRunner:
                     "resume it (or cancel it) first",
                     interrupt_id=pending[0].id,
                 )
-            return partial(agent.invoke_async, request.prompt())
+            new = new_run_id()
+            return new, partial(agent.invoke_async, request.prompt(), run_id=new)
         resume = request.resume
         match = next((item for item in pending if item.id == resume.interrupt_id), None)
-        if match is None:
+        run_id = agent.suspended_run_id
+        if match is None or run_id is None:
             raise InterruptNotFoundError(f"no pending interrupt has the id {resume.interrupt_id!r}")
         decision: Decision = (
             CancelRun() if resume.cancel else decision_from_json(match.kind, resume.decision)
         )
-        return partial(agent.resume_async, resume.interrupt_id, decision)
+        return run_id, partial(agent.resume_async, resume.interrupt_id, decision)
 
     async def _run(self, job: RunJob, entry: ContextEntry, request: SendRequest) -> None:
-        action = self._action(entry, request)
+        run_id, action = self._action(entry, request)
         definition = job.key.definition
+        channel = await self.streams.run(job.key, run_id, resumed=request.resume is not None)
 
-        async def started(run_id: str) -> None:
+        def started() -> None:
             if job.grant is not None and self.coordination.fenced:
                 fence_commits(entry.agent, job.grant.fence)  # a swarm's members are attached now
-            channel = await self.streams.run(job.key, run_id, resumed=request.resume is not None)
             job.start_after = channel.begin()
             job.channel = channel
             self.streams.put(channel)
-            for event in job.buffered:
-                self._publish(job, event)
-            job.buffered.clear()
             job.began_at = time.monotonic()
             job.started.set()
 
         def on_event(event: RunEvent) -> None:
-            if job.channel is None:
-                job.buffered.append(event)
-            else:
-                self._publish(job, event)
+            self._publish(job, event)
 
-        entry.on_run_started = started
         try:
-            result = await action(on_event=on_event)
+            result = await action(on_event=on_event, on_start=started)
         except AgentkeelError as exc:
             if not job.started.is_set():
                 raise
