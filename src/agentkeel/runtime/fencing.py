@@ -13,7 +13,6 @@ fences would be refused by the ones the last process stored.
 
 from __future__ import annotations
 
-from agentkeel.agent import Agent
 from agentkeel.serving import Served
 
 __all__ = ["fence_commits"]
@@ -21,8 +20,7 @@ __all__ = ["fence_commits"]
 
 def fence_commits(served: Served, fence: int | None) -> None:
     """Make every commit of `served` (its members' too, once attached) carry `fence`."""
-    agents = [served] if isinstance(served, Agent) else list(served.members.values())
-    for agent in agents:
+    for agent in served.agents:
         manager = agent.session_manager
         if manager is not None:
             manager.fence = fence
