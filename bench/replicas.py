@@ -301,13 +301,13 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=2.0)
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from _postgres import _CountingForwarder
+    from _postgres import CountingForwarder
 
     parts = urlsplit(POSTGRES)
     database = f"bench_replicas_{secrets.token_hex(3)}"
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-    forwarder = _CountingForwarder(parts.hostname or "127.0.0.1", parts.port or 5432)
+    forwarder = CountingForwarder(parts.hostname or "127.0.0.1", parts.port or 5432)
     netloc = parts.netloc.rpartition("@")
     storage = urlunsplit(
         parts._replace(netloc=f"{netloc[0]}@127.0.0.1:{forwarder.port}", path=f"/{database}")

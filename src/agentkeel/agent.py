@@ -156,6 +156,7 @@ class Agent(ServableFront[AgentResult]):
         self._suspended: RunState | None = None
         self._restored = False
         self._scope: anyio.CancelScope | None = None
+        self._drop = False  # the run in progress is cancelled to be dropped (`cancel`)
         self._init_front()
 
     # -- public API ---------------------------------------------------------------------
@@ -204,13 +205,18 @@ class Agent(ServableFront[AgentResult]):
             return ()
         return tuple(p.interrupt for p in self._suspended.pending)
 
-    def cancel(self) -> bool:
+    def cancel(self, *, drop: bool = False) -> bool:
         """Cancel the run in progress; it ends ``cancelled`` with a valid history.
+
+        Args:
+            drop: Leave the whole turn out of the history, as if it was never sent
+                (a server's ``rollback``); its run record still says what it did.
 
         Returns False when nothing was running.
         """
         if self._scope is None:
             return False
+        self._drop = self._drop or drop
         self._scope.cancel()
         return True
 
@@ -226,6 +232,7 @@ class Agent(ServableFront[AgentResult]):
         on_start: RunStart | None,
     ) -> AgentResult:
         async with self._lock:
+            self._drop = False
             await self.restore()
             if resume is None:
                 run = self._begin(prompt, run_id or new_run_id())
@@ -341,7 +348,7 @@ class Agent(ServableFront[AgentResult]):
             for pending in run.pending:
                 pending.decision = None
             close_step(run, missing="cancelled before the tool finished")
-        commit = status != "suspended" and answered
+        commit = status != "suspended" and answered and not (self._drop and status == "cancelled")
         new_messages = list(run.messages) if commit else []
         rewrite = False
         if commit:

@@ -99,6 +99,7 @@ class DeclaredAgent(StrictConfig):
     system_prompt: str | None = None
     tools: list[str] = []
     approve: list[str] = []
+    expose: list[str] = []
     mcp: dict[str, object] = {}
     max_steps: int | None = Field(default=None, ge=1)
     tool_timeout: float | None = Field(default=None, gt=0)
@@ -170,7 +171,7 @@ class ServerConfig(StrictConfig):
     port: int = Field(default=8000, ge=0, le=65535)
     ui: bool = True
     max_body_bytes: int = Field(default=1_048_576, ge=1)
-    concurrency: Literal["queue", "reject"] = "queue"
+    concurrency: Literal["queue", "reject", "interrupt", "rollback"] = "queue"
     cors: list[str] = []
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0)

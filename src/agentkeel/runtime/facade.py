@@ -28,7 +28,7 @@ __all__ = ["RunFacade"]
 
 
 class RunFacade(Protocol):
-    """Submit a turn, follow a run's frames from an id, cancel it, read its record."""
+    """Submit a turn, follow a run's frames from an id, cancel it, read its record, forget it."""
 
     @property
     def framework(self) -> Framework:
@@ -107,6 +107,21 @@ class RunFacade(Protocol):
         """Cancel a running run, wherever it runs; whether it was running."""
         ...
 
+    async def cancel_context(self, key: SessionKey) -> str:
+        """Stop the context's run wherever it runs, or abandon its suspended one.
+
+        Returns the run's id; raises ContextNotFoundError or NoActiveRunError.
+        """
+        ...
+
     async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """The stored record of a run (None while its first segment runs)."""
+        ...
+
+    async def delete_context(self, key: SessionKey) -> bool:
+        """Forget a context everywhere; False if it is unknown.
+
+        How a binding drops a conversation it created only for one request (the Chat
+        Completions binding without a conversation id).
+        """
         ...

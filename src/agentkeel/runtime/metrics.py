@@ -193,8 +193,15 @@ class ServerMetrics:
             "What the retention sweeper deleted, by kind (runs, frames, sessions).",
             ("kind",),
         )
+        self.cancels = Counter(
+            "agentkeel_cancels_total",
+            "Runs stopped on the server, by agent and why: cancel (the endpoint, or an "
+            "abandoned interrupt), interrupt or rollback (a turn that took the context over).",
+            ("agent", "reason"),
+        )
         for metric in (
             self.swept,
+            self.cancels,
             self.runs,
             self.turn_seconds,
             self.first_token_seconds,

@@ -206,11 +206,11 @@ class PostgresRunLease:
         if row is None:
             raise _lost(grant)
 
-    async def cancel(self, key: SessionKey, run_id: str) -> bool:
-        """Tell the holder, here or on another replica, to cancel `run_id`."""
+    async def cancel(self, key: SessionKey, run_id: str, *, drop: bool = False) -> bool:
+        """Tell the holder, here or on another replica, to cancel `run_id` (`drop`: undo it)."""
         held = self._held.get(key)
         if held is not None:
-            return held.on_cancel is not None and held.on_cancel(run_id)
+            return held.on_cancel is not None and held.on_cancel(run_id, drop)
         row = await self._one(
             f"SELECT 1 FROM {{s}}.lease_rows WHERE {_KEY} AND held AND {_LIVE}", who(key)
         )
@@ -220,7 +220,9 @@ class PostgresRunLease:
         reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._replies[request] = reply
         try:
-            payload = _message("cancel", key, run=run_id, to=self.instance, request=request)
+            payload = _message(
+                "cancel", key, run=run_id, drop=drop, to=self.instance, request=request
+            )
             await self.notifier.notify(payload)
             with anyio.move_on_after(_CANCEL_REPLY_SECONDS):
                 return await reply
@@ -353,7 +355,7 @@ class PostgresRunLease:
         if held is None:
             return
         run_id = str(payload.get("run"))
-        told = held.on_cancel is not None and held.on_cancel(run_id)
+        told = held.on_cancel is not None and held.on_cancel(run_id, payload.get("drop") is True)
         reply = {"t": "reply", "to": payload.get("to"), "request": payload.get("request")}
         reply["ok"] = told
         asyncio.get_running_loop().create_task(self.notifier.notify(reply))

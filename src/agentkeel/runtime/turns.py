@@ -19,6 +19,7 @@ from functools import partial
 import anyio
 from anyio.abc import TaskGroup
 
+from agentkeel.agent import Agent
 from agentkeel.errors import AgentkeelError, InterruptNotFoundError, InterruptPendingError
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.ids import new_run_id
@@ -44,6 +45,8 @@ from agentkeel.usage import ModelPrice
 __all__ = ["RunJob", "TurnRunner"]
 
 logger = logging.getLogger(__name__)
+
+_CANCEL_RETRY_SECONDS = 0.01
 
 
 @dataclass(eq=False, slots=True)
@@ -125,13 +128,25 @@ class TurnRunner:
                     entry.agent.cancel()
                     return
 
-    def cancel_requested(self, job: RunJob, entry: ContextEntry, run_id: str) -> bool:
-        """The cancel control message reached this process, which holds the context."""
+    def cancel_requested(self, job: RunJob, entry: ContextEntry, run_id: str, drop: bool) -> bool:
+        """The cancel control message reached this process, which holds the context.
+
+        The run may be between its start and its run loop (or a swarm between two
+        members), where there is nothing to cancel yet: then the cancel is tried again
+        until it lands or the run ends.
+        """
         channel = job.channel
         if channel is None or channel.run_id != run_id or not channel.active:
             return False
-        entry.agent.cancel()
+        if not _cancel(entry, drop) and self.group is not None:
+            self.group.start_soon(self._cancel_when_running, channel, entry, drop)
         return True
+
+    async def _cancel_when_running(
+        self, channel: RunStream, entry: ContextEntry, drop: bool
+    ) -> None:
+        while channel.active and not _cancel(entry, drop):
+            await anyio.sleep(_CANCEL_RETRY_SECONDS)
 
     # -- running a turn -----------------------------------------------------------------
 
@@ -291,6 +306,12 @@ class TurnRunner:
         await self._finish(job, channel, data)
         job.result = _without_done(data)
         self.metrics.runs.inc(job.key.definition, "failed")
+
+
+def _cancel(entry: ContextEntry, drop: bool) -> bool:
+    """Cancel the entry's run; `drop` (an Agent's only) leaves its turn out of the history."""
+    agent = entry.agent
+    return agent.cancel(drop=drop) if isinstance(agent, Agent) else agent.cancel()
 
 
 def _without_done(frame: JSONObject) -> JSONObject:

@@ -30,6 +30,7 @@ from agentkeel.messages import JSONObject, Message, TextPart
 from agentkeel.multiagent import SwarmResult
 from agentkeel.output import output_json
 from agentkeel.result import Usage
+from agentkeel.server_settings import ConcurrencyPolicy
 from agentkeel.serving import ServedResult
 from agentkeel.usage import ModelPrice
 
@@ -93,6 +94,8 @@ class SendRequest(_Wire):
     context_id: JsonValue = Field(default=None, alias="contextId")
     """Validated separately, so that a bad id gets its own error code."""
     resume: ResumeRequest | None = None
+    multitask: ConcurrencyPolicy | None = None
+    """This turn's policy when its context runs another one (default ``server.concurrency``)."""
 
     @model_validator(mode="after")
     def _one_action(self) -> SendRequest:
@@ -141,9 +144,20 @@ def _event_json(event: RunEvent) -> JSONObject:
     if isinstance(event, StatusEvent):
         return {"type": "status", "status": event.status}
     if isinstance(event, ToolCallEvent):
-        return {"type": "tool_call", "id": event.id, "name": event.name}
+        call: JSONObject = {"type": "tool_call", "id": event.id, "name": event.name}
+        if event.input is not None:  # an exposed tool's input (SPEC 10)
+            call["input"] = event.input
+        return call
     if isinstance(event, ToolResultEvent):
-        return {"type": "tool_result", "id": event.id, "name": event.name, "status": event.status}
+        result: JSONObject = {
+            "type": "tool_result",
+            "id": event.id,
+            "name": event.name,
+            "status": event.status,
+        }
+        if event.exposed:
+            result["output"] = event.output
+        return result
     if isinstance(event, InterruptEvent):
         data: JSONObject = {"type": "interrupt", "id": event.id, "kind": event.kind}
         if event.tool is not None:

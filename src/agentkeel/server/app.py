@@ -103,6 +103,7 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/agents/{name}/send", handlers.send, methods=["POST"]),
         Route("/agents/{name}/contexts/{context_id}/stream", handlers.reconnect, methods=["GET"]),
         Route("/agents/{name}/contexts/{context_id}", handlers.delete_context, methods=["DELETE"]),
+        Route("/agents/{name}/contexts/{context_id}/cancel", handlers.cancel, methods=["POST"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
@@ -163,18 +164,27 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     )
 
     from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
+    from agentkeel.bindings.ai_sdk import ai_sdk_routes  # SPEC 10's AI SDK stream, likewise
 
     authenticator = (
         None if settings.auth is None else Authenticator(settings.auth, source=framework.source)
     )
     binding = A2ABinding(runtime, authenticator)
+    # the bindings of SPEC 10, on the same runtime facade
+    from agentkeel.bindings.agui import AGUIBinding
+    from agentkeel.bindings.openai import OpenAIBinding
+
+    chat_completions, ag_ui = OpenAIBinding(runtime), AGUIBinding(runtime)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        storage, stack = runtime.framework.storage, AsyncExitStack()
+        storage, memory = runtime.framework.storage, runtime.framework.memory
+        stack = AsyncExitStack()
         await storage.open()  # connect and migrate before the first request
         try:
+            if memory is not None:
+                await memory.open()  # a PostgreSQL memory store's own pool, if it has one
             await stack.enter_async_context(coordination_running(runtime.coordination))
             # MCP servers open before the first turn and close after the last one drained;
             # the A2A binding (gRPC, push delivery) stops after the turns drained too
@@ -189,6 +199,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 sweeping.cancel_scope.cancel()
         finally:
             await stack.aclose()  # the coordination closes after the turns drained
+            if memory is not None:
+                await memory.close()
             await storage.close()
 
     middleware = []
@@ -201,6 +213,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 allow_headers=[
                     *("content-type", "last-event-id", "idempotency-key", "authorization"),
                     "x-api-key",
+                    *("x-conversation-id", "x-openwebui-chat-id"),
                     *("a2a-version", "a2a-extensions"),
                 ],
                 max_age=600,
@@ -211,7 +224,14 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
     middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
     app = Starlette(
-        routes=[*(routes or []), *binding.routes, *_routes(settings)],
+        routes=[
+            *(routes or []),
+            *binding.routes,
+            *chat_completions.routes,
+            *ag_ui.routes,
+            *ai_sdk_routes(),
+            *_routes(settings),
+        ],
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},

@@ -26,6 +26,7 @@ from agentkeel.errors import (
     InterruptNotFoundError,
     InterruptPendingError,
     InvalidRequestError,
+    NoActiveRunError,
     RunInProgressError,
     SharedAgentError,
     StorageError,
@@ -103,6 +104,7 @@ _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (InterruptPendingError, 409),
     (InterruptError, 409),
     (RunInProgressError, 409),
+    (NoActiveRunError, 409),
     (ShuttingDownError, 503),
     (IdempotencyKeyReusedError, 422),
 )

@@ -26,6 +26,7 @@ from agentkeel.storage.base import SessionKey
 
 __all__ = [
     "PRINCIPAL",
+    "cancel",
     "delete_context",
     "healthz",
     "list_agents",
@@ -131,6 +132,18 @@ async def reconnect(request: Request) -> SSEResponse:
     after = channel.latest_segment_start() if header is None else int(header)
     heartbeat = runtime.framework.server.heartbeat_seconds
     return SSEResponse(channel.follow(after, heartbeat))
+
+
+async def cancel(request: Request) -> JSONResponse:
+    """``POST /agents/{name}/contexts/{contextId}/cancel``: stop its run on the server.
+
+    Answers once the cancel reached the process running the turn (``202``); the run's
+    stream then ends with its ``done`` frame, status ``cancelled``.
+    """
+    runtime = _runtime(request)
+    key = _key(request, _definition(request), request.path_params["context_id"])
+    run_id = await runtime.cancel_context(key)
+    return JSONResponse({"runId": run_id, "status": "cancelling"}, status_code=202)
 
 
 async def delete_context(request: Request) -> Response:
