@@ -205,6 +205,7 @@ class FrameworkFile(StrictConfig):
     session_dir: str | None = Field(default=None, min_length=1)
     checkpointer: CheckpointerConfig | None = None
     storage: str | EnvSecret | None = None
+    coordination: str | EnvSecret | None = None
     max_contexts: int = Field(default=1000, ge=1)
     server: ServerConfig = ServerConfig()
     retention: RetentionConfig = RetentionConfig()

@@ -262,6 +262,9 @@ class Coordination(Generic[T]):
     """Seconds a turn's lease lasts unrenewed; the runtime renews it every third of that
     while the turn runs. None (in one process, where a holder cannot vanish alone): no
     expiry. A shared backend sets it, so a crashed replica's contexts free themselves."""
+    fenced: bool = False
+    """The lease's fences outlive this process (a shared backend): the runtime passes
+    them to every storage commit, which refuses a holder that lost its lease."""
 
 
 def in_process_coordination(

@@ -35,6 +35,7 @@ from agentkeel.result import AgentResult
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
 from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, StreamFanout
 from agentkeel.runtime.errors import ShuttingDownError
+from agentkeel.runtime.fencing import fence_commits
 from agentkeel.runtime.metrics import ServerMetrics
 from agentkeel.runtime.wire import (
     SendRequest,
@@ -166,6 +167,8 @@ class TurnRunner:
                 )
             if self.draining:
                 raise ShuttingDownError("the server is shutting down and takes no new turns")
+            fence = job.grant.fence if self.coordination.fenced else None
+            fence_commits(entry.agent, fence)
             renewal = anyio.CancelScope()
             if job.grant.ttl is not None and self.group is not None:
                 self.group.start_soon(self._keep_renewed, job, entry, renewal)
@@ -247,6 +250,8 @@ class TurnRunner:
         channel = await self.streams.run(job.key, run_id, resumed=request.resume is not None)
 
         def started() -> None:
+            if job.grant is not None and self.coordination.fenced:
+                fence_commits(entry.agent, job.grant.fence)  # a swarm's members are attached now
             job.start_after = channel.begin()
             job.channel = channel
             self.streams.put(channel)

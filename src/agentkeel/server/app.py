@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from agentkeel.framework import (
 )
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.multiagent import Swarm
+from agentkeel.runtime.coordination_registry import coordination_running, open_coordination
 from agentkeel.runtime.runs import ServerRuntime
 from agentkeel.runtime.toolsets import open_toolsets
 from agentkeel.server import handlers
@@ -154,7 +155,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         ConfigurationError: The framework is invalid (naming the key and the file).
     """
     framework = source if isinstance(source, Framework) else load_framework(source)
-    runtime = ServerRuntime(_observed(framework))
+    coordination = open_coordination(framework.coordination, framework.storage, framework.retention)
+    runtime = ServerRuntime(_observed(framework), coordination)
     settings = framework.server
     sweeper = RetentionSweeper(
         framework.storage,
@@ -180,10 +182,12 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
         storage, memory = runtime.framework.storage, runtime.framework.memory
+        stack = AsyncExitStack()
         await storage.open()  # connect and migrate before the first request
         try:
             if memory is not None:
                 await memory.open()  # a PostgreSQL memory store's own pool, if it has one
+            await stack.enter_async_context(coordination_running(runtime.coordination))
             # MCP servers open before the first turn and close after the last one drained;
             # the A2A binding (gRPC, push delivery) stops after the turns drained too
             async with (
@@ -196,6 +200,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 yield
                 sweeping.cancel_scope.cancel()
         finally:
+            await stack.aclose()  # the coordination closes after the turns drained
             if memory is not None:
                 await memory.close()
             await storage.close()

@@ -16,6 +16,7 @@ from agentkeel.auth_settings import PRINCIPAL
 from agentkeel.errors import ContextNotFoundError, InvalidRequestError
 from agentkeel.ids import new_context_id, validate_context_id
 from agentkeel.messages import JSONValue
+from agentkeel.runtime.coordination_registry import coordination_health
 from agentkeel.runtime.runs import RunJob, ServerRuntime
 from agentkeel.runtime.wire import parse_send_request
 from agentkeel.server.errors import AgentNotFoundError, RunNotFoundError
@@ -179,7 +180,11 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """``GET /readyz``: storage is reachable and the server is not draining."""
+    """``GET /readyz``: storage is reachable and the server is not draining.
+
+    A coordination part that is unreachable (Redis) makes it ``degraded``, still 200:
+    the replica serves and commits turns, only its live fan-out waits for Redis.
+    """
     runtime = _runtime(request)
     if runtime.draining:
         return JSONResponse({"status": "draining"}, status_code=503)
@@ -187,6 +192,10 @@ async def readyz(request: Request) -> JSONResponse:
     if not health.ok:
         logger.warning("readyz | storage is not reachable: %s", health.detail)
         return JSONResponse({"status": "unavailable", "storage": "unreachable"}, status_code=503)
+    degraded = await coordination_health(runtime.coordination)
+    if degraded:  # turns still run and commit; live frames elsewhere come from storage
+        logger.warning("readyz | coordination is degraded: %s", degraded)
+        return JSONResponse({"status": "degraded", "coordination": sorted(degraded)})
     return JSONResponse({"status": "ok"})
 
 
