@@ -30,8 +30,8 @@ from agentkeel.messages import MESSAGE_ID_PATTERN, JSONObject, Message, TextPart
 from agentkeel.multiagent import SwarmResult
 from agentkeel.output import output_json
 from agentkeel.result import Usage
-from agentkeel.server_settings import ConcurrencyPolicy
 from agentkeel.rewind import Rewind
+from agentkeel.server_settings import ConcurrencyPolicy
 from agentkeel.serving import ServedResult
 from agentkeel.usage import ModelPrice
 
