@@ -42,7 +42,7 @@ from agentkeel.messages import JSONValue, Message
 from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
 from agentkeel.output import OutputType
-from agentkeel.result import AgentResult, ErrorInfo, RunStatus, stop_reason
+from agentkeel.result import AgentResult, RunStatus, run_error, stop_reason
 from agentkeel.rewind import Rewind
 from agentkeel.run_state import RunState
 from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
@@ -341,11 +341,8 @@ class Agent(ServableFront[AgentResult]):
     def _apply_decision(self, interrupt_id: str, decision: Decision) -> RunState:
         """Validate a decision against the suspended run; nothing changes if it is refused."""
         run = self._suspended
-        match = (
-            None
-            if run is None
-            else next((p for p in run.pending if p.interrupt.id == interrupt_id), None)
-        )
+        pending = () if run is None else run.pending
+        match = next((p for p in pending if p.interrupt.id == interrupt_id), None)
         if run is None or match is None:
             raise InterruptNotFoundError(f"no pending interrupt has the id {interrupt_id!r}")
         check_decision(match.interrupt, decision)
@@ -380,13 +377,7 @@ class Agent(ServableFront[AgentResult]):
             usage=run.usage,
             messages=tuple(new_messages),
             interrupts=tuple(p.interrupt for p in run.pending) if status == "suspended" else (),
-            error=outcome.error
-            if status == "failed"
-            else (
-                ErrorInfo(code="cancelled", message="the run was cancelled")
-                if status == "cancelled"
-                else None
-            ),
+            error=run_error(status, outcome.error),
             context_id=self.context_id,
             agent=self.name,
             output=outcome.output if status == "completed" else None,
