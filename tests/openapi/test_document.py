@@ -165,3 +165,16 @@ def test_a_real_server_answers_each_documented_code(
     assert response.status_code == status, response.text
     assert response.json()["error"]["code"] == code
     assert error_codes()[code][0] == status
+
+
+def test_the_error_modules_list_names_every_module_that_defines_a_code() -> None:
+    import agentkeel
+    from agentkeel.server import openapi
+
+    src = Path(agentkeel.__file__).parent
+    defining = {
+        "agentkeel." + ".".join(path.relative_to(src).with_suffix("").parts)
+        for path in src.rglob("*.py")
+        if re.search(r'^    code = "', path.read_text(encoding="utf-8"), re.MULTILINE)
+    }
+    assert defining - {"agentkeel.client.errors"} == set(openapi._ERROR_MODULES)

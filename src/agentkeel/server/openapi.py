@@ -12,6 +12,7 @@ A2A's (JSON-RPC 2.0 and the HTTP+JSON binding of the A2A specification), not our
 from __future__ import annotations
 
 import inspect
+from importlib import import_module
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -24,7 +25,7 @@ from agentkeel.errors import AgentkeelError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.runtime.wire import SendRequest
 from agentkeel.server import openapi_models as out
-from agentkeel.server.errors import error_status
+from agentkeel.server.errors import HTTPError, error_status
 
 __all__ = [
     "WIRE_ERRORS",
@@ -62,13 +63,26 @@ def _subclasses(cls: type[AgentkeelError]) -> Iterator[type[AgentkeelError]]:
         yield from _subclasses(sub)
 
 
+_ERROR_MODULES = (
+    "agentkeel.errors",
+    "agentkeel.memory.errors",
+    "agentkeel.runtime.coordination",
+    "agentkeel.runtime.errors",
+    "agentkeel.server.auth",
+    "agentkeel.server.errors",
+    "agentkeel.server.memory",
+    "agentkeel.storage.postgres_schema",
+)
+"""Every module that defines an error class with a code (the OpenAPI test checks the list)."""
+
+
 def wire_error_classes() -> Iterator[type[AgentkeelError]]:
     """The error classes the server may answer with: each names a code of its own.
 
     The client's errors (`agentkeel.client`) re-raise the server's codes and are left out.
     """
-    import agentkeel.server.app  # noqa: F401  (imports every module that defines an error)
-
+    for module in _ERROR_MODULES:
+        import_module(module)  # the document must not depend on what was imported before
     for cls in _subclasses(AgentkeelError):
         if "code" in vars(cls) and not cls.__module__.startswith("agentkeel.client"):
             yield cls
@@ -88,11 +102,14 @@ def error_codes() -> dict[str, tuple[int, str]]:
 
     The status is what `error_response` answers for the class, so the table cannot say
     something the server does not do. A code whose classes disagree on the status keeps
-    the first (the most general class, whose status the subclasses share by default);
+    the HTTP error's (or else the most general class's, which its subclasses share);
     the OpenAPI test checks `error_status` against `error_response` for every class.
     """
     codes: dict[str, tuple[int, str]] = {}
-    for cls in wire_error_classes():
+    # the server's own HTTP errors first: where a library error has an HTTP twin (memory's
+    # errors), the twin is what the server answers
+    ordered = sorted(wire_error_classes(), key=lambda cls: not issubclass(cls, HTTPError))
+    for cls in ordered:
         code = cls.code
         if code in codes:
             continue
@@ -163,11 +180,24 @@ def _turn_params() -> list[dict[str, Any]]:
 
 
 def _sse(summary: str) -> dict[str, Any]:
+    """A stream's answer; the schema is that of one event, as OpenAPI 3.2's ``itemSchema``."""
     frames = {"oneOf": [{"$ref": _REF.format(model=n)} for n in ("EventFrame", "DoneFrame")]}
+    event = {
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": frames,
+            },
+        },
+    }
     return {
         "200": {
-            "description": summary + " (each `data:` line is one frame, see x-frame)",
-            "content": {"text/event-stream": {"schema": {"type": "string"}, "x-frame": frames}},
+            "description": summary + " (one frame per event; the last one is the DoneFrame)",
+            "content": {"text/event-stream": {"schema": event}},
         }
     }
 
