@@ -12,8 +12,8 @@ A2A's (JSON-RPC 2.0 and the HTTP+JSON binding of the A2A specification), not our
 from __future__ import annotations
 
 import inspect
-from importlib import import_module
 from collections.abc import Iterable, Iterator
+from importlib import import_module
 from typing import Any
 
 from pydantic import BaseModel
