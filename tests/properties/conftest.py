@@ -17,3 +17,4 @@ settings.register_profile(
     "long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("AGENTKEEL_HYPOTHESIS_PROFILE", "ci"))
+from postgres.fixtures import *  # noqa: F403
