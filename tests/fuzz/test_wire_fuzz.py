@@ -88,7 +88,7 @@ _CHECKS = [
     suppress_health_check=list(HealthCheck),
 )
 def test_every_operation_survives_generated_requests(
-    fuzz_root: Path, case: schemathesis.Case
+    fuzz_root: Path, case: schemathesis.Case[Any]
 ) -> None:
     del fuzz_root
     budget.TRIED[case.operation.label] += 1

@@ -10,6 +10,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+from postgres.fixtures import *  # noqa: F403
+
 settings.register_profile(
     "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -17,4 +19,3 @@ settings.register_profile(
     "long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("AGENTKEEL_HYPOTHESIS_PROFILE", "ci"))
-from postgres.fixtures import *  # noqa: F403

@@ -54,100 +54,110 @@ class Model:
     versions: dict[str, int] = field(default_factory=dict)
 
 
+class StorageMachine(RuleBasedStateMachine):
+    """Random steps on one backend beside the model; `machine` binds the backend."""
+
+    portal: BlockingPortal
+    factory: Factory
+    torn: Callable[[], None] | None = None
+
+    @initialize()
+    def start(self) -> None:
+        self.model = Model()
+        self.definition = "m" + secrets.token_hex(4)  # each example its own sessions
+        self.storage = type(self).factory()
+        self.portal.call(self.storage.open)
+
+    def key(self, context: str) -> SessionKey:
+        return SessionKey(definition=self.definition, context_id=context)
+
+    @rule(context=st.sampled_from(_CONTEXTS), turn=_turn, state=_states)
+    def append(self, context: str, turn: list[Message], state: JSONObject | None) -> None:
+        version = self.model.versions.get(context, 0)
+        got = self.portal.call(
+            lambda: self.storage.append(self.key(context), turn, state, expected_version=version)
+        )
+        self.model.histories.setdefault(context, []).extend(turn)
+        if state is not None:
+            self.model.states[context] = state
+        else:
+            self.model.states.setdefault(context, {})
+        self.model.versions[context] = got
+        assert got > version
+
+    @rule(context=st.sampled_from(_CONTEXTS), keep=st.integers(0, 6), state=_states)
+    def rewrite(self, context: str, keep: int, state: JSONObject | None) -> None:
+        """A cut (keep the first `keep` messages) is a rewrite of the whole history."""
+        if context not in self.model.histories:
+            return
+        history = self.model.histories[context][:keep]
+        version = self.model.versions[context]
+        got = self.portal.call(
+            lambda: self.storage.rewrite(
+                self.key(context), history, state, expected_version=version
+            )
+        )
+        self.model.histories[context] = history
+        if state is not None:
+            self.model.states[context] = state
+        self.model.versions[context] = got
+
+    @rule(context=st.sampled_from(_CONTEXTS))
+    def stale_write_is_refused(self, context: str) -> None:
+        stale = self.model.versions.get(context, 0) + 7
+        with pytest.raises(ConcurrentWriteError):
+            self.portal.call(
+                lambda: self.storage.append(
+                    self.key(context), [Message.user("x")], None, expected_version=stale
+                )
+            )
+
+    @rule(context=st.sampled_from(_CONTEXTS))
+    def delete(self, context: str) -> None:
+        existed = self.portal.call(self.storage.delete, self.key(context))
+        assert existed == (context in self.model.histories)
+        for part in (self.model.histories, self.model.states, self.model.versions):
+            part.pop(context, None)
+
+    @rule(kill=st.booleans())
+    def reopen(self, kill: bool) -> None:
+        """A new instance on the same place; with `kill`, after a torn write."""
+        self.portal.call(self.storage.close)
+        torn = type(self).torn
+        if kill and torn is not None:
+            torn()
+        self.storage = type(self).factory()
+        self.portal.call(self.storage.open)
+
+    @invariant()
+    def agrees(self) -> None:
+        if not hasattr(self, "storage"):
+            return
+        for context in _CONTEXTS:
+            snapshot = self.portal.call(self.storage.load, self.key(context))
+            if context not in self.model.histories:
+                assert snapshot is None or snapshot.messages == []
+                continue
+            assert snapshot is not None
+            assert snapshot.messages == self.model.histories[context]
+            assert snapshot.state == self.model.states[context]
+            assert snapshot.version == self.model.versions[context]
+
+    def teardown(self) -> None:
+        if hasattr(self, "storage"):
+            self.portal.call(self.storage.close)
+
+
 def machine(
     portal: BlockingPortal, factory: Factory, *, torn: Callable[[], None] | None = None
-) -> type[RuleBasedStateMachine]:
-    """A state machine class over backends built by `factory` (one per reopen)."""
-
-    class StorageMachine(RuleBasedStateMachine):
-        @initialize()
-        def start(self) -> None:
-            self.model = Model()
-            self.definition = "m" + secrets.token_hex(4)  # each example its own sessions
-            self.storage = factory()
-            portal.call(self.storage.open)
-
-        def key(self, context: str) -> SessionKey:
-            return SessionKey(definition=self.definition, context_id=context)
-
-        @rule(context=st.sampled_from(_CONTEXTS), turn=_turn, state=_states)
-        def append(self, context: str, turn: list[Message], state: JSONObject | None) -> None:
-            version = self.model.versions.get(context, 0)
-            got = portal.call(
-                lambda: self.storage.append(
-                    self.key(context), turn, state, expected_version=version
-                )
-            )
-            self.model.histories.setdefault(context, []).extend(turn)
-            if state is not None:
-                self.model.states[context] = state
-            else:
-                self.model.states.setdefault(context, {})
-            self.model.versions[context] = got
-            assert got > version
-
-        @rule(context=st.sampled_from(_CONTEXTS), keep=st.integers(0, 6), state=_states)
-        def rewrite(self, context: str, keep: int, state: JSONObject | None) -> None:
-            """A cut (keep the first `keep` messages) is a rewrite of the whole history."""
-            if context not in self.model.histories:
-                return
-            history = self.model.histories[context][:keep]
-            version = self.model.versions[context]
-            got = portal.call(
-                lambda: self.storage.rewrite(
-                    self.key(context), history, state, expected_version=version
-                )
-            )
-            self.model.histories[context] = history
-            if state is not None:
-                self.model.states[context] = state
-            self.model.versions[context] = got
-
-        @rule(context=st.sampled_from(_CONTEXTS))
-        def stale_write_is_refused(self, context: str) -> None:
-            stale = self.model.versions.get(context, 0) + 7
-            with pytest.raises(ConcurrentWriteError):
-                portal.call(
-                    lambda: self.storage.append(
-                        self.key(context), [Message.user("x")], None, expected_version=stale
-                    )
-                )
-
-        @rule(context=st.sampled_from(_CONTEXTS))
-        def delete(self, context: str) -> None:
-            existed = portal.call(lambda: self.storage.delete(self.key(context)))
-            assert existed == (context in self.model.histories)
-            for part in (self.model.histories, self.model.states, self.model.versions):
-                part.pop(context, None)
-
-        @rule(kill=st.booleans())
-        def reopen(self, kill: bool) -> None:
-            """A new instance on the same place; with `kill`, after a torn write."""
-            portal.call(self.storage.close)
-            if kill and torn is not None:
-                torn()
-            self.storage = factory()
-            portal.call(self.storage.open)
-
-        @invariant()
-        def agrees(self) -> None:
-            if not hasattr(self, "storage"):
-                return
-            for context in _CONTEXTS:
-                snapshot = portal.call(lambda: self.storage.load(self.key(context)))
-                if context not in self.model.histories:
-                    assert snapshot is None or snapshot.messages == []
-                    continue
-                assert snapshot is not None
-                assert snapshot.messages == self.model.histories[context]
-                assert snapshot.state == self.model.states[context]
-                assert snapshot.version == self.model.versions[context]
-
-        def teardown(self) -> None:
-            if hasattr(self, "storage"):
-                portal.call(self.storage.close)
-
-    return StorageMachine
+) -> type[StorageMachine]:
+    """The state machine over backends built by `factory` (one per reopen)."""
+    attributes = {
+        "portal": portal,
+        "factory": staticmethod(factory),
+        "torn": staticmethod(torn) if torn else None,
+    }
+    return type("BoundStorageMachine", (StorageMachine,), attributes)
 
 
 @contextmanager

@@ -110,7 +110,7 @@ def open_tail(
     tail: Tail | None,
     expected_version: int | None,
     fence: int | None,
-) -> tuple[Tail, int | None]:
+) -> tuple[Tail, int]:
     """The session's tail, checked against the disk, and the commit's fence.
 
     The commit (version, fence) is checked before a new session is created, so a write
