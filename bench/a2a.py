@@ -1,12 +1,16 @@
-"""What an A2A streaming turn costs the server, beside a native-wire turn in the same run.
+"""What an A2A streaming turn costs the server on each transport, beside a native turn.
 
-One server process per row (uvicorn, one worker, loopback), serving one ScriptedModel
-agent that answers every turn with 50 tokens; the load generator (httpx, this process)
-sends turns over one of the two wires of that same app:
+One server process per row (uvicorn, one worker, loopback; gRPC on a free port of its
+own), serving one ScriptedModel agent that answers every turn with 50 tokens; the load
+generator (this process) sends turns over one of the four wires of that same app:
 
 - native: ``POST /agents/bench/stream``, read to the ``done`` frame (as bench/serve.py);
-- a2a: JSON-RPC ``SendStreamingMessage`` to ``/agents/bench/a2a``, read to the end of
-  the SSE stream (the Task, status updates, artifact chunks, the final status).
+- jsonrpc: JSON-RPC ``SendStreamingMessage`` to ``/agents/bench/a2a``, read to the end
+  of the SSE stream (the Task, status updates, artifact chunks, the final status);
+- rest: HTTP+JSON ``POST /agents/bench/a2a/v1/message:stream``, the same events as
+  StreamResponse objects on SSE;
+- grpc: the ``SendStreamingMessage`` RPC (grpc.aio client), the same events as
+  protobuf messages.
 
 Two token paces, because the A2A binding turns every batch of token frames that arrive
 together into one artifact chunk (the native wire writes such a batch in one write too):
@@ -24,10 +28,10 @@ Each client worker keeps its own context, so at concurrency 32 no turn waits for
 Server CPU per turn is utime + stime of the server process (all threads) from
 ``/proc/<pid>/stat`` around the measured turns, divided by the turns; n/a without /proc.
 
-Run ``.venv/bin/python bench/a2a.py [--turns N] [--storage memory|file]``. Prints the
-figures and the a2a/native CPU ratio per pace and concurrency (target: <= 1.3x) and the
-time to the first frame (which no fsync may delay); never
-asserts.
+Run ``.venv/bin/python bench/a2a.py [--turns N] [--storage memory|file] [--wires ...]``.
+Prints the figures, each A2A transport's CPU per turn as a ratio of the native wire's
+at the same pace and concurrency (target: <= 1.3x), and the time to the first frame
+(which no fsync may delay) beside the native wire's; never asserts.
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import anyio
 import httpx
@@ -51,7 +57,8 @@ TOKENS = 50
 TOKEN_TEXT = "tok "
 WARMUP_TURNS = 30
 PACES = {"burst": 0.0, "paced": 0.0002}
-WIRES = ("native", "a2a")
+WIRES = ("native", "jsonrpc", "rest", "grpc")
+A2A_WIRES = WIRES[1:]
 VERSION = {"A2A-Version": "1.0"}
 
 
@@ -70,6 +77,7 @@ def serve(pace: str, storage_kind: str, folder: Path) -> None:
     from agentkeel import Agent, ScriptedModel, ScriptedTurn
     from agentkeel.framework import AgentDefinition, Catalog, Framework
     from agentkeel.server import create_app
+    from agentkeel.server_settings import A2ASettings, ServerSettings
     from agentkeel.storage.file import LocalFileStorage
     from agentkeel.storage.memory import InMemoryStorage
 
@@ -83,7 +91,9 @@ def serve(pace: str, storage_kind: str, folder: Path) -> None:
         name="bench", factory=factory, catalog=Catalog(description="bench")
     )
     storage = LocalFileStorage(folder) if storage_kind == "file" else InMemoryStorage()
-    app = create_app(Framework(definitions={"bench": definition}, storage=storage))
+    settings = ServerSettings(a2a=A2ASettings(grpc_port=0))  # 0: a free port
+    framework = Framework(definitions={"bench": definition}, storage=storage, server=settings)
+    app = create_app(framework)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, workers=1, lifespan="on", log_level="warning"
     )
@@ -160,37 +170,105 @@ async def native_turn(client: httpx.AsyncClient, context_id: str) -> Turn:
     return time.perf_counter() - start, frames, first
 
 
-async def a2a_turn(client: httpx.AsyncClient, context_id: str) -> Turn:
-    start = time.perf_counter()
-    message = {
+def a2a_message(context_id: str) -> dict[str, object]:
+    """A user message in ProtoJSON, for the JSON-RPC and HTTP+JSON wires."""
+    return {
         "role": "ROLE_USER",
         "messageId": f"m-{time.monotonic_ns()}",
         "contextId": context_id,
         "parts": [{"text": "go"}],
     }
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendStreamingMessage",
-        "params": {"message": message},
-    }
+
+
+async def sse_a2a_turn(
+    client: httpx.AsyncClient, path: str, body: dict[str, object], unwrap: bool
+) -> Turn:
+    """One streamed A2A turn over SSE; `unwrap`: each event is a JSON-RPC response."""
+    start = time.perf_counter()
     events, last, first = 0, "", 0.0
-    async with client.stream("POST", "/agents/bench/a2a", json=body, headers=VERSION) as response:
+    async with client.stream("POST", path, json=body, headers=VERSION) as response:
         async for frame in aiter_sse(response.aiter_bytes()):
             first = first or time.perf_counter() - start
             events += 1
             last = frame.data
     if "TASK_STATE_COMPLETED" not in last:
         raise RuntimeError(f"an A2A turn did not end completed: {last[:200]}")
-    text = json.loads(last)["result"]
-    assert "statusUpdate" in text
+    final = json.loads(last)
+    assert "statusUpdate" in (final["result"] if unwrap else final)
     return time.perf_counter() - start, events, first
 
 
+async def jsonrpc_turn(client: httpx.AsyncClient, context_id: str) -> Turn:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": a2a_message(context_id)},
+    }
+    return await sse_a2a_turn(client, "/agents/bench/a2a", body, unwrap=True)
+
+
+async def rest_turn(client: httpx.AsyncClient, context_id: str) -> Turn:
+    body: dict[str, object] = {"message": a2a_message(context_id)}
+    return await sse_a2a_turn(client, "/agents/bench/a2a/v1/message:stream", body, unwrap=False)
+
+
+class GrpcWire:
+    """The gRPC client of one row: one channel (HTTP/2 multiplexes the workers' calls)."""
+
+    def __init__(self, target: str) -> None:
+        import grpc.aio
+        from a2a.types import a2a_pb2, a2a_pb2_grpc
+
+        self.pb = a2a_pb2
+        self.channel = grpc.aio.insecure_channel(target)
+        self.stub = a2a_pb2_grpc.A2AServiceStub(self.channel)  # type: ignore[no-untyped-call]
+
+    async def turn(self, client: httpx.AsyncClient, context_id: str) -> Turn:
+        del client
+        pb = self.pb
+        message = pb.Message(
+            role=pb.ROLE_USER,
+            message_id=f"m-{time.monotonic_ns()}",
+            context_id=context_id,
+            parts=[pb.Part(text="go")],
+        )
+        request = pb.SendMessageRequest(message=message, tenant="bench")
+        start = time.perf_counter()
+        events, first, state = 0, 0.0, 0
+        call = self.stub.SendStreamingMessage(request, metadata=(("a2a-version", "1.0"),))
+        async for item in call:
+            first = first or time.perf_counter() - start
+            events += 1
+            if item.HasField("status_update"):
+                state = item.status_update.status.state
+        if state != pb.TASK_STATE_COMPLETED:
+            raise RuntimeError(f"a gRPC turn did not end completed (state {state})")
+        return time.perf_counter() - start, events, first
+
+
+async def grpc_target(client: httpx.AsyncClient) -> str:
+    """The gRPC address the agent card declares."""
+    card = (await client.get("/agents/bench/a2a/.well-known/agent-card.json")).json()
+    for interface in card["supportedInterfaces"]:
+        if interface["protocolBinding"] == "GRPC":
+            return str(interface["url"])
+    raise RuntimeError("the bench server's card declares no gRPC interface")
+
+
 async def load(url: str, wire: str, pace: str, concurrency: int, turns: int, pid: int) -> Figures:
-    turn = native_turn if wire == "native" else a2a_turn
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        grpc_wire = GrpcWire(await grpc_target(client)) if wire == "grpc" else None
+        turn: Callable[[httpx.AsyncClient, str], Awaitable[Turn]] = (
+            native_turn
+            if wire == "native"
+            else jsonrpc_turn
+            if wire == "jsonrpc"
+            else rest_turn
+            if wire == "rest"
+            else cast(GrpcWire, grpc_wire).turn
+        )
         for index in range(min(WARMUP_TURNS, turns)):
             await turn(client, f"ctx-warmup-{index % 4}")
         latencies: list[float] = []
@@ -213,6 +291,8 @@ async def load(url: str, wire: str, pace: str, concurrency: int, turns: int, pid
                 group.start_soon(worker, number)
         seconds = time.perf_counter() - start
         cpu_after = process_cpu(pid)
+        if grpc_wire is not None:
+            await grpc_wire.channel.close()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     events = sum(counts) / len(counts)
     return Figures(wire, pace, concurrency, len(latencies), seconds, latencies, cpu, events, firsts)
@@ -262,17 +342,25 @@ def report(rows: list[Figures]) -> None:
     for pace in PACES:
         for concurrency in sorted({row.concurrency for row in rows}):
             native = by_key.get(("native", pace, concurrency))
-            a2a = by_key.get(("a2a", pace, concurrency))
-            if native is None or a2a is None:
+            if native is None:
                 continue
-            if a2a.cpu_ms_per_turn is None or not native.cpu_ms_per_turn:
-                print(f"{pace} concurrency {concurrency}: CPU ratio n/a (no /proc)")
-                continue
-            ratio = a2a.cpu_ms_per_turn / native.cpu_ms_per_turn
-            print(
-                f"{pace:<6} concurrency {concurrency:>2}: a2a/native server CPU per turn = "
-                f"{ratio:.2f}x (target <= 1.3x); turns/s {a2a.per_second / native.per_second:.2f}x"
-            )
+            for wire in A2A_WIRES:
+                a2a = by_key.get((wire, pace, concurrency))
+                if a2a is None:
+                    continue
+                label = f"{pace:<6} concurrency {concurrency:>2} {wire:<7}"
+                first = a2a.percentile(0.5, a2a.firsts)
+                native_first = native.percentile(0.5, native.firsts)
+                firsts = f"first frame p50 {first:.2f} ms vs native {native_first:.2f} ms"
+                if a2a.cpu_ms_per_turn is None or not native.cpu_ms_per_turn:
+                    print(f"{label}: CPU ratio n/a (no /proc); {firsts}")
+                    continue
+                ratio = a2a.cpu_ms_per_turn / native.cpu_ms_per_turn
+                print(
+                    f"{label}: server CPU per turn {a2a.cpu_ms_per_turn:.2f} ms vs native "
+                    f"{native.cpu_ms_per_turn:.2f} ms = {ratio:.2f}x (target <= 1.3x); "
+                    f"turns/s {a2a.per_second / native.per_second:.2f}x; {firsts}"
+                )
 
 
 def main() -> None:
@@ -281,6 +369,11 @@ def main() -> None:
     parser.add_argument("--storage", choices=("memory", "file"), default="memory")
     parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
     parser.add_argument("--serve", choices=tuple(PACES), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--wires", nargs="+", choices=WIRES, default=list(WIRES), help="native is the baseline"
+    )
+    parser.add_argument("--paces", nargs="+", choices=tuple(PACES), default=list(PACES))
+    parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 32])
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.storage, args.dir)
@@ -288,9 +381,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         rows = [
             measure(wire, pace, args.storage, Path(tmp), concurrency, args.turns)
-            for pace in PACES
-            for concurrency in (1, 32)
-            for wire in WIRES
+            for pace in args.paces
+            for concurrency in args.concurrency
+            for wire in args.wires
         ]
     print(
         f"{TOKENS} tokens per turn, {args.turns} measured turns per row, storage "

@@ -20,7 +20,7 @@ import copy
 import re
 import types
 from dataclasses import dataclass
-from typing import Any, Union, cast
+from typing import Any, Protocol, Union, cast
 
 from pydantic import TypeAdapter, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -61,6 +61,14 @@ _DESCRIPTION = (
 )
 
 
+class _Validator(Protocol):
+    """What `OutputType` calls of a pydantic ``SchemaValidator``."""
+
+    def validate_json(self, data: str, /) -> Any: ...
+
+    def validate_python(self, data: object, /) -> Any: ...
+
+
 class OutputParseError(Exception):
     """An answer that is not valid JSON of the output type; `errors` is for the model."""
 
@@ -76,7 +84,8 @@ class OutputType:
     target: object
     """The type as the user gave it."""
     schema: OutputSchema
-    _adapter: TypeAdapter[Any]
+    _validator: _Validator
+    """The adapter's own validator, called directly: a turn pays for validation only."""
     _wrapped: bool
 
     @classmethod
@@ -109,7 +118,7 @@ class OutputType:
                 strict_schema=strict_schema(cast(JSONObject, schema)),
                 description=description or _DESCRIPTION,
             ),
-            _adapter=adapter,
+            _validator=adapter.validator,
             _wrapped=wrapped,
         )
 
@@ -123,7 +132,7 @@ class OutputType:
         """
         raw = _strip_fence(text)
         try:
-            value = self._adapter.validate_json(raw)
+            value = self._validator.validate_json(raw)
         except ValidationError as exc:
             raise OutputParseError(_describe(exc)) from None
         return self._unwrap(value)
@@ -131,7 +140,7 @@ class OutputType:
     def parse_object(self, data: JSONObject) -> Any:
         """The validated value of an answer given as a JSON object (a tool's input)."""
         try:
-            value = self._adapter.validate_python(data)
+            value = self._validator.validate_python(data)
         except ValidationError as exc:
             raise OutputParseError(_describe(exc)) from None
         return self._unwrap(value)

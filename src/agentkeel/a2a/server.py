@@ -53,20 +53,24 @@ __all__ = ["CARD_PATH", "A2ABinding", "a2a_routes", "agent_card"]
 
 logger = logging.getLogger(__name__)
 
-_BASE_STATE = "agentkeel.base_url"
-_HOST_STATE = "agentkeel.host"
+_REQUEST_STATE = "agentkeel.request"
+_REST_MARK = f"/a2a{REST_PATH}"  # in the path of every request under /agents/{name}/a2a/v1
 
 
 class _CallContextBuilder(DefaultServerCallContextBuilder):
-    """The SDK's call context, plus the principal the authentication middleware set."""
+    """The SDK's call context, plus the principal the authentication middleware set.
+
+    The request itself is kept for the extended card, which alone needs its URL: parsing
+    that on every call would cost each turn more than the rest of this context.
+    """
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
-        principal = request.scope.get("state", {}).get(PRINCIPAL)
+        scope = request.scope
+        principal = scope.get("state", {}).get(PRINCIPAL)
         context.state[PRINCIPAL_STATE] = principal if isinstance(principal, str) else None
-        context.state[_BASE_STATE] = str(request.base_url).rstrip("/")
-        context.state[_HOST_STATE] = request.url.hostname
-        rest = f"/a2a{REST_PATH}" in request.url.path  # under /agents/{name}/a2a/v1
+        context.state[_REQUEST_STATE] = request
+        rest = _REST_MARK in scope["path"] or _REST_MARK in scope.get("root_path", "")
         context.state[TRANSPORT_STATE] = "HTTP+JSON" if rest else "JSONRPC"
         return context
 
@@ -124,11 +128,16 @@ class A2ABinding:
             )
 
             def extended(context: ServerCallContext, cards: CardSource = cards) -> AgentCard:
-                base_url, host = context.state.get(_BASE_STATE), context.state.get(_HOST_STATE)
+                request = context.state.get(_REQUEST_STATE)
                 url = cards.last_base  # gRPC: the URL the public card was last read at
-                if isinstance(base_url, str):
-                    url = f"{base_url}/agents/{cards.definition.name}/a2a"
-                return cards.card(url, host if isinstance(host, str) else None, extended=True)
+                host = None
+                if isinstance(request, Request):
+                    base_url = str(request.base_url).rstrip("/")
+                    url, host = (
+                        f"{base_url}/agents/{cards.definition.name}/a2a",
+                        request.url.hostname,
+                    )
+                return cards.card(url, host, extended=True)
 
             service = A2AService(
                 executor,
