@@ -17,7 +17,10 @@ const frameArb = fc.record({
 });
 
 /** What the server writes (agentkeel.sse.encode_frame), plus a heartbeat comment. */
-function encodeFrame(frame: { data: string; id?: string; event?: string }, comment: boolean): string {
+function encodeFrame(
+  frame: { data: string; id: string | undefined; event: string | undefined },
+  comment: boolean,
+): string {
   const lines: string[] = [];
   if (comment) lines.push(": heartbeat", "");
   if (frame.event !== undefined) lines.push(`event: ${frame.event}`);
