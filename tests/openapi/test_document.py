@@ -12,8 +12,8 @@ import pytest
 from starlette.routing import BaseRoute, Mount, Route
 
 from agentkeel.server import create_app
+from agentkeel.server.error_codes import WIRE_ERRORS, error_codes, placeholder, wire_error_classes
 from agentkeel.server.errors import error_response, error_status
-from agentkeel.server.openapi import WIRE_ERRORS, _instance, error_codes, wire_error_classes
 from openapi import API_KEY, framework, served
 
 _PARAM = re.compile(r"\{([^}:]+)(:[^}]+)?\}")
@@ -88,7 +88,7 @@ def test_every_documented_error_code_is_raised_by_an_error_class_with_that_statu
     for cls in wire_error_classes():
         code = cls.code
         if isinstance(code, str):
-            error = _instance(cls)
+            error = placeholder(cls)
             status, body = error_response(error)
             assert json.loads(body)["error"]["code"] == code
             assert error_status(error) == status
@@ -169,7 +169,7 @@ def test_a_real_server_answers_each_documented_code(
 
 def test_the_error_modules_list_names_every_module_that_defines_a_code() -> None:
     import agentkeel
-    from agentkeel.server import openapi
+    from agentkeel.server import error_codes as table
 
     src = Path(agentkeel.__file__).parent
     defining = {
@@ -177,4 +177,4 @@ def test_the_error_modules_list_names_every_module_that_defines_a_code() -> None
         for path in src.rglob("*.py")
         if re.search(r'^    code = "', path.read_text(encoding="utf-8"), re.MULTILINE)
     }
-    assert defining - {"agentkeel.client.errors"} == set(openapi._ERROR_MODULES)
+    assert defining - {"agentkeel.client.errors"} == set(table.ERROR_MODULES)

@@ -11,9 +11,7 @@ A2A's (JSON-RPC 2.0 and the HTTP+JSON binding of the A2A specification), not our
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Iterable, Iterator
-from importlib import import_module
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,19 +19,12 @@ from pydantic.json_schema import models_json_schema
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from agentkeel.errors import AgentkeelError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.runtime.wire import SendRequest
 from agentkeel.server import openapi_models as out
-from agentkeel.server.errors import HTTPError, error_status
+from agentkeel.server.error_codes import error_codes
 
-__all__ = [
-    "WIRE_ERRORS",
-    "build_document",
-    "error_codes",
-    "openapi_endpoint",
-    "wire_error_classes",
-]
+__all__ = ["build_document", "openapi_endpoint"]
 
 _REF = "#/components/schemas/{model}"
 _MODELS: tuple[type[BaseModel], ...] = (
@@ -47,78 +38,11 @@ _MODELS: tuple[type[BaseModel], ...] = (
     out.MemoryPage,
     out.DeletedCount,
 )
-WIRE_ERRORS: dict[str, int] = {"internal_error": 500, "method_not_allowed": 405}
-"""Codes the app writes without an error class (the last-resort guard, Starlette's 405)."""
-
 _CONTEXT_ID = {
     "type": "string",
     "pattern": r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$",
     "description": "SPEC 2: letters, digits and ._@:- (not first), at most 128, no '..'",
 }
-
-
-def _subclasses(cls: type[AgentkeelError]) -> Iterator[type[AgentkeelError]]:
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from _subclasses(sub)
-
-
-_ERROR_MODULES = (
-    "agentkeel.errors",
-    "agentkeel.memory.errors",
-    "agentkeel.runtime.coordination",
-    "agentkeel.runtime.errors",
-    "agentkeel.server.auth",
-    "agentkeel.server.errors",
-    "agentkeel.server.memory",
-    "agentkeel.storage.postgres_schema",
-)
-"""Every module that defines an error class with a code (the OpenAPI test checks the list)."""
-
-
-def wire_error_classes() -> Iterator[type[AgentkeelError]]:
-    """The error classes the server may answer with: each names a code of its own.
-
-    The client's errors (`agentkeel.client`) re-raise the server's codes and are left out.
-    """
-    for module in _ERROR_MODULES:
-        import_module(module)  # the document must not depend on what was imported before
-    for cls in _subclasses(AgentkeelError):
-        if "code" in vars(cls) and not cls.__module__.startswith("agentkeel.client"):
-            yield cls
-
-
-def _instance(cls: type[AgentkeelError]) -> AgentkeelError:
-    """An instance of `cls` with placeholder keyword arguments, to ask its status."""
-    kwargs: dict[str, Any] = {}
-    for name, param in inspect.signature(cls).parameters.items():
-        if param.kind is param.KEYWORD_ONLY and param.default is param.empty:
-            kwargs[name] = None if name in ("expected", "actual") else "x"
-    return cls("x", **kwargs)
-
-
-def error_codes() -> dict[str, tuple[int, str]]:
-    """Every error code of the wire: its HTTP status and what it means (the class's docstring).
-
-    The status is what `error_response` answers for the class, so the table cannot say
-    something the server does not do. A code whose classes disagree on the status keeps
-    the HTTP error's (or else the most general class's, which its subclasses share);
-    the OpenAPI test checks `error_status` against `error_response` for every class.
-    """
-    codes: dict[str, tuple[int, str]] = {}
-    # the server's own HTTP errors first: where a library error has an HTTP twin (memory's
-    # errors), the twin is what the server answers
-    ordered = sorted(wire_error_classes(), key=lambda cls: not issubclass(cls, HTTPError))
-    for cls in ordered:
-        code = cls.code
-        if code in codes:
-            continue
-        status = error_status(_instance(cls))
-        doc = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
-        codes[code] = (status, doc)
-    for code, status in WIRE_ERRORS.items():
-        codes.setdefault(code, (status, "the server answered with its generic guard"))
-    return dict(sorted(codes.items()))
 
 
 def _schemas() -> dict[str, Any]:
