@@ -52,6 +52,7 @@ from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.configured import configured_stores
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
+from agentkeel.tools.exposure import declared_tools
 from agentkeel.tools.toolset import Toolset
 from agentkeel.usage import UsagePolicy
 
@@ -189,13 +190,11 @@ class FrameworkLoader:
     ) -> tuple[Callable[[str], Agent], list[Tool]]:
         """An Agent factory (and its tools) for one declared agent."""
         tools = [self.tool(f"{prefix}.tools[{i}]", ref) for i, ref in enumerate(config.tools)]
-        names = {item.name for item in tools}
         servers = self.mcp_servers(f"{prefix}.mcp", name, config.mcp)
-        for index, approved in enumerate(config.approve):
-            if approved not in names and not servers:
-                raise self.error(
-                    f"{prefix}.approve[{index}]", f"{approved!r} is not one of the agent's tools"
-                )
+        tools, unknown = declared_tools(tools, config.approve, config.expose, mcp=bool(servers))
+        if unknown is not None:
+            where, listed = unknown
+            raise self.error(f"{prefix}.{where}", f"{listed!r} is not one of the agent's tools")
         model = self.model(f"{prefix}.model", config.model)
         defaults = RunLimits()
         limits = RunLimits(

@@ -168,6 +168,11 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         None if settings.auth is None else Authenticator(settings.auth, source=framework.source)
     )
     binding = A2ABinding(runtime, authenticator)
+    # the bindings of SPEC 10, on the same runtime facade
+    from agentkeel.bindings.agui import AGUIBinding
+    from agentkeel.bindings.openai import OpenAIBinding
+
+    chat_completions, ag_ui = OpenAIBinding(runtime), AGUIBinding(runtime)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -199,6 +204,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 allow_headers=[
                     *("content-type", "last-event-id", "idempotency-key", "authorization"),
                     "x-api-key",
+                    *("x-conversation-id", "x-openwebui-chat-id"),
                     *("a2a-version", "a2a-extensions"),
                 ],
                 max_age=600,
@@ -209,7 +215,13 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
     middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
     app = Starlette(
-        routes=[*(routes or []), *binding.routes, *_routes(settings)],
+        routes=[
+            *(routes or []),
+            *binding.routes,
+            *chat_completions.routes,
+            *ag_ui.routes,
+            *_routes(settings),
+        ],
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},
