@@ -40,6 +40,10 @@ ERROR_MODULES = (
 """Every module that defines an error class with a code (the OpenAPI test checks the list)."""
 
 
+_NOT_NATIVE = ("agentkeel.client", "agentkeel.bindings")
+"""The client re-raises the server's codes; a binding answers in its protocol's shape."""
+
+
 def wire_error_classes() -> Iterator[type[AgentkeelError]]:
     """The error classes the server may answer with: each names a code of its own.
 
@@ -48,7 +52,7 @@ def wire_error_classes() -> Iterator[type[AgentkeelError]]:
     for module in ERROR_MODULES:
         import_module(module)  # the document must not depend on what was imported before
     for cls in _subclasses(AgentkeelError):
-        if "code" in vars(cls) and not cls.__module__.startswith("agentkeel.client"):
+        if "code" in vars(cls) and not cls.__module__.startswith(_NOT_NATIVE):
             yield cls
 
 

@@ -19,6 +19,8 @@ from pydantic.json_schema import models_json_schema
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from agentkeel.bindings.agui.request import RunAgentInput
+from agentkeel.bindings.openai.request import ChatRequest
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.runtime.wire import SendRequest
 from agentkeel.server import openapi_models as out
@@ -27,8 +29,9 @@ from agentkeel.server.error_codes import error_codes
 __all__ = ["build_document", "openapi_endpoint"]
 
 _REF = "#/components/schemas/{model}"
+_REQUESTS: tuple[type[BaseModel], ...] = (SendRequest, RunAgentInput, ChatRequest)
+"""The request models: the same ones the handlers validate bodies with."""
 _MODELS: tuple[type[BaseModel], ...] = (
-    SendRequest,
     out.SendResult,
     out.DoneFrame,
     out.EventFrame,
@@ -47,7 +50,10 @@ _CONTEXT_ID = {
 
 def _schemas() -> dict[str, Any]:
     _, top = models_json_schema(
-        [(model, "serialization") for model in _MODELS],
+        [
+            *((model, "validation") for model in _REQUESTS),
+            *((model, "serialization") for model in _MODELS),
+        ],
         by_alias=True,
         ref_template=_REF,
     )
@@ -287,6 +293,42 @@ def _binding(name: dict[str, Any]) -> dict[str, Any]:
     return paths
 
 
+def _spec10_bindings(name: dict[str, Any]) -> dict[str, Any]:
+    """The AG-UI and OpenAI-compatible bindings (SPEC 10): our request models, their answers.
+
+    Their answers are the protocols' own shapes (AG-UI events, chat completion chunks,
+    OpenAI error objects), so they are any JSON or any stream here.
+    """
+    answer = {
+        "description": "the protocol's answer (a JSON object, or a stream of events)",
+        "content": {"application/json": {"schema": {}}, "text/event-stream": {"schema": {}}},
+    }
+
+    def operation(summary: str, body: str | None, params: list[dict[str, Any]]) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "summary": summary,
+            "tags": ["bindings"],
+            "parameters": params,
+            "responses": {"default": answer},
+        }
+        if body is not None:
+            item["requestBody"] = {"required": True, "content": _json(body)}
+        return item
+
+    agent = _param("name", "path", name, True)
+    model = _param("model", "path", {"type": "string", "minLength": 1}, True)
+    return {
+        "/agents/{name}/ag-ui": {
+            "post": operation("AG-UI: run one turn", "RunAgentInput", [agent])
+        },
+        "/v1/chat/completions": {
+            "post": operation("OpenAI-compatible chat completions", "ChatRequest", [])
+        },
+        "/v1/models": {"get": operation("OpenAI-compatible: the served agents", None, [])},
+        "/v1/models/{model}": {"get": operation("OpenAI-compatible: one agent", None, [model])},
+    }
+
+
 def build_document(definitions: Iterable[str], *, ui: bool = False) -> dict[str, Any]:
     """The OpenAPI 3.1 document of a server serving `definitions` (the agents' names)."""
     names = sorted(definitions)
@@ -294,7 +336,7 @@ def build_document(definitions: Iterable[str], *, ui: bool = False) -> dict[str,
     if names:
         name["enum"] = names
     codes = error_codes()
-    paths = {**_native(codes, name), **_binding(name)}
+    paths = {**_native(codes, name), **_binding(name), **_spec10_bindings(name)}
     if ui:
         page = {"200": {"description": "the demo chat page", "content": {"text/html": {}}}}
         paths["/"] = {"get": _operation("the demo chat page", page, codes)}
