@@ -545,3 +545,16 @@ async def test_torn_frames_read_as_none_never_as_frames(tmp_path: Path) -> None:
     assert await storage.get_frames(key, "run-1") is None
     await storage.put_frames(key, "run-2", b"z")
     assert await storage.get_frames(key, "run-2") == b"z"
+
+
+async def test_a_refused_first_write_leaves_no_session_behind(tmp_path: Path) -> None:
+    """Found by the storage state machine: a stale write used to create the folder first."""
+    from agentkeel.errors import ConcurrentWriteError
+
+    storage = LocalFileStorage(tmp_path)
+    key = SessionKey(definition="agent", context_id="ctx-refused")
+    with pytest.raises(ConcurrentWriteError):
+        await storage.append(key, turn(1), None, expected_version=3)
+    assert not await storage.exists(key)
+    assert not await storage.delete(key)  # DELETE of this context is a 404, not a 204
+    assert list(tmp_path.rglob("*")) == []

@@ -54,6 +54,7 @@ from agentkeel.server.conversations import conversation_routes
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.memory import memory_routes
+from agentkeel.server.openapi import build_document, openapi_endpoint
 from agentkeel.server.sweeper import RetentionSweeper
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
@@ -109,6 +110,7 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
+        Route("/openapi.json", openapi_endpoint, methods=["GET"]),
         *memory_routes(),
     ]
     if settings.ui and _UI_PAGE.is_file():
@@ -240,6 +242,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     )
     app.state.runtime = runtime
     app.state.sweeper = sweeper
+    app.state.openapi = build_document(framework.definitions, ui=settings.ui and _UI_PAGE.is_file())
     return app
 
 

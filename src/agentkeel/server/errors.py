@@ -48,6 +48,7 @@ __all__ = [
     "RunNotFoundError",
     "ShuttingDownError",
     "error_response",
+    "error_status",
     "retry_after_header",
     "send_json",
 ]
@@ -114,6 +115,17 @@ _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
 )
 _HIDDEN = (StorageError, ConfigurationError)
 """Errors whose messages may hold paths or file contents: logged, not shown."""
+
+
+def error_status(exc: BaseException) -> int:
+    """The HTTP status `error_response` answers for `exc` (the OpenAPI document's table)."""
+    if isinstance(exc, HTTPError):
+        return exc.status
+    if isinstance(exc, StorageUnavailableError):
+        return 503
+    if isinstance(exc, AgentkeelError) and not isinstance(exc, _HIDDEN):
+        return next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
+    return 500
 
 
 def error_response(exc: BaseException) -> tuple[int, bytes]:

@@ -107,13 +107,31 @@ def load(folder: Path, key: SessionKey) -> tuple[SessionSnapshot, Tail] | None:
     return snapshot, Tail(len(raw), found.committed, turn, state, found.fence, stamp, count)
 
 
-def open_tail(folder: Path, key: SessionKey, tail: Tail | None) -> Tail:
-    """The session's tail, checked against the disk; creates the session if needed."""
+def open_tail(
+    folder: Path,
+    key: SessionKey,
+    tail: Tail | None,
+    expected_version: int | None,
+    fence: int | None,
+) -> tuple[Tail, int]:
+    """The session's tail, checked against the disk, and the commit's fence.
+
+    The commit (version, fence) is checked before a new session is created, so a write
+    that is refused leaves nothing behind: no folder that would make an unknown context
+    look like an existing, empty one.
+    """
     if tail is None or _fs.stamp(folder / MESSAGES_FILE) != tail.stamp:
         loaded = load(folder, key)  # first use, or changed behind our back
         tail = None if loaded is None else loaded[1]
         _fs.sweep_temp_files(folder)  # what writes killed halfway left behind
+    fresh = tail is None
     if tail is None:
+        tail = Tail(file_size=0, committed=0, turn=0, state=EMPTY_STATE)
+    fence = check_commit(
+        key, version=tail.turn, highest_fence=tail.fence,
+        expected_version=expected_version, fence=fence,
+    )  # fmt: skip
+    if fresh:
         _fs.ensure_dir(folder)
         document: JSONObject = {
             "schema_version": SCHEMA_VERSION,
@@ -124,8 +142,7 @@ def open_tail(folder: Path, key: SessionKey, tail: Tail | None) -> Tail:
             "created_at": round(time.time(), 3),
         }
         _fs.atomic_write_json(folder / SESSION_FILE, document)
-        tail = Tail(file_size=0, committed=0, turn=0, state=EMPTY_STATE)
-    return tail
+    return tail, fence
 
 
 def append(
@@ -139,13 +156,9 @@ def append(
     cut: int | None = None,
     run: RunRecord | None = None,
 ) -> Tail:
-    tail = open_tail(folder, key, tail)
+    tail, fence = open_tail(folder, key, tail, expected_version, fence)
     if cut is not None and not 0 <= cut <= tail.count:
         raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
-    fence = check_commit(
-        key, version=tail.turn, highest_fence=tail.fence,
-        expected_version=expected_version, fence=fence,
-    )  # fmt: skip
     _put_run(folder, run)
     path = folder / MESSAGES_FILE
     if tail.committed < tail.file_size:
@@ -189,11 +202,7 @@ def rewrite(
     fence: int | None,
     run: RunRecord | None = None,
 ) -> Tail:
-    tail = open_tail(folder, key, tail)
-    fence = check_commit(
-        key, version=tail.turn, highest_fence=tail.fence,
-        expected_version=expected_version, fence=fence,
-    )  # fmt: skip
+    tail, fence = open_tail(folder, key, tail, expected_version, fence)
     _put_run(folder, run)
     path = folder / MESSAGES_FILE
     changed = state is not None and state != tail.state
