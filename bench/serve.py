@@ -13,7 +13,8 @@ on loopback, and the load generator (httpx) runs in this process:
   the cost of the disk writes (on ext4 creating a file costs 0.3-0.6 ms of kernel CPU,
   which is why the file backend creates none per turn);
 - one row per binding of SPEC 10 (ak-openai: a streamed Chat Completion in a
-  conversation kept by X-Conversation-Id; ak-agui: an AG-UI run, its snapshot included),
+  conversation kept by X-Conversation-Id; ak-agui: an AG-UI run, its snapshot included;
+  ak-ai-sdk: a `DefaultChatTransport` turn, its UI message stream read to ``[DONE]``),
   the ak-memory server answering in that protocol, compared with ak-memory (target:
   within 1.3x of the native wire).
 
@@ -26,6 +27,12 @@ the measured turns, divided by the number of turns. That excludes start-up and t
 warm-up turns and, unlike wall-clock time, does not depend on how busy the load
 generator keeps the machine. Without /proc (not Linux) CPU is reported as n/a.
 
+With PostgreSQL (``--postgres URL``, default: the local server's ``test`` database when
+one listens) the ak-postgres row runs on PostgresStorage, with the postmaster's CPU per
+turn beside it (every ``postgres`` process, from /proc), and a server of its own then
+counts PostgreSQL round trips per plain turn through a loopback forwarder (each burst
+the server sends after an answer is one trip), apart from the CPU figures.
+
 Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH]``. Prints numbers and
 the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL); never asserts.
 """
@@ -35,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +50,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -53,7 +62,8 @@ MEMORY = "ak-memory"
 POSTGRES = "ak-postgres"
 OPENAI = "ak-openai"
 AGUI = "ak-agui"
-BINDINGS = (OPENAI, AGUI)
+AI_SDK = "ak-ai-sdk"
+BINDINGS = (OPENAI, AGUI, AI_SDK)
 """Scenarios served by the ak-memory server, through another binding."""
 SCENARIOS = ("floor", "agentkeel", MEMORY, POSTGRES, *BINDINGS)
 POSTGRES_ENV = "AGENTKEEL_BENCH_POSTGRES"
@@ -228,6 +238,14 @@ def _request(scenario: str, context_id: str) -> tuple[str, JSONObject, dict[str,
         message: JSONObject = {"id": os.urandom(8).hex(), "role": "user", "content": "go"}
         body = {"threadId": context_id, "runId": os.urandom(8).hex(), "messages": [message]}
         return "/agents/bench/ag-ui", body, {}, '"RUN_FINISHED"'
+    if scenario == AI_SDK:
+        message = {
+            "id": os.urandom(8).hex(),
+            "role": "user",
+            "parts": [{"type": "text", "text": "go"}],
+        }
+        body = {"id": context_id, "messages": [message], "trigger": "submit-message"}
+        return "/agents/bench/ai-sdk", body, {}, "[DONE]"
     return "/agents/bench/stream", {"message": "go", "contextId": context_id}, {}, '"done":true'
 
 
@@ -295,6 +313,45 @@ def measure(kind: str, folder: Path, concurrency: int, turns: int) -> Figures:
         process.wait(timeout=30)
 
 
+def count_trips(url: str, folder: Path) -> tuple[float, int]:
+    """PostgreSQL round trips per plain turn of a warm context (median), and of a new one."""
+    from urllib.parse import urlsplit
+
+    from _postgres import CountingForwarder, through
+
+    parts = urlsplit(url)
+    forwarder = CountingForwarder(parts.hostname or "127.0.0.1", parts.port or 5432)
+    previous = os.environ[POSTGRES_ENV]
+    os.environ[POSTGRES_ENV] = through(url, forwarder)
+    try:
+        process, server = start_server(POSTGRES, folder / "trips")
+        try:
+            return anyio.run(_trips, server, forwarder)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    finally:
+        os.environ[POSTGRES_ENV] = previous
+        forwarder.close()
+
+
+async def _trips(url: str, forwarder: Any) -> tuple[float, int]:
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        for _ in range(5):
+            await one_turn(client, "ctx-trips")
+        await anyio.sleep(0.2)
+        counts = []
+        for _ in range(20):
+            before = forwarder.sends
+            await one_turn(client, "ctx-trips")
+            await anyio.sleep(0.05)  # the forwarder's threads count after the bytes pass
+            counts.append(forwarder.sends - before)
+        before = forwarder.sends
+        await one_turn(client, "ctx-trips-new")
+        await anyio.sleep(0.05)
+        return statistics.median(counts), forwarder.sends - before
+
+
 def report(rows: list[Figures]) -> None:
     print(
         f"{'scenario':<10} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
@@ -355,11 +412,49 @@ def main() -> None:
                 for concurrency in (1, 32)
                 for kind in kinds
             ]
+            trips = count_trips(os.environ[POSTGRES_ENV], Path(tmp)) if postgres else None
     finally:
         if postgres:
             _drop_schema(postgres, schema)
     print(f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {os.cpu_count()} CPUs")
     report(rows)
+    if trips is not None:
+        print(
+            f"PostgreSQL round trips per plain turn: {trips[0]:.0f} (median of 20, warm"
+            f" context; target <= 2); the first turn of a new context: {trips[1]}"
+        )
+    transcript_rows(postgres, f"{schema}_pages")
+
+
+def transcript_rows(postgres: str, schema: str) -> None:
+    """The transcript row: a page of 10 and of 10,000 messages, files and PostgreSQL."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # `make bench` runs with -P
+    from _transcript import TranscriptFigures, file_marks, fill_histories, report_pages, run_pages
+
+    rows: list[TranscriptFigures] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "transcript"
+        marks = file_marks(folder)
+        process, url = start_server("agentkeel", folder)
+        try:
+            rows += run_pages(url, "agentkeel", marks, lambda: process_cpu(process.pid))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    if postgres:
+        from agentkeel.storage.postgres import from_url
+
+        joiner = "&" if "?" in postgres else "?"
+        os.environ[POSTGRES_ENV] = f"{postgres}{joiner}schema={schema}"
+        marks = anyio.run(fill_histories, from_url(os.environ[POSTGRES_ENV], None))
+        process, url = start_server(POSTGRES, Path(tempfile.gettempdir()))
+        try:
+            rows += run_pages(url, POSTGRES, marks, lambda: process_cpu(process.pid))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            _drop_schema(postgres, schema)
+    report_pages(rows)
 
 
 def _listening(port: int) -> bool:

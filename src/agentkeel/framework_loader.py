@@ -29,7 +29,6 @@ from agentkeel.definitions import (
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework_schema import (
     DeclaredAgent,
-    EnvSecret,
     FactoryAgent,
     FrameworkFile,
     InlineMember,
@@ -47,6 +46,7 @@ from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
+from agentkeel.runtime.coordination_registry import coordination_url
 from agentkeel.server_settings import A2ASettings, Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.configured import configured_stores
@@ -60,10 +60,6 @@ __all__ = ["FrameworkLoader", "importable"]
 
 _MODEL_FIELDS = {"provider", "model", "base_url", "api_key_env", "api_key"}
 """What is not a provider option in a ``model`` object."""
-
-
-def _url(storage: str | EnvSecret | None) -> str | None:
-    return os.environ.get(storage.env) if isinstance(storage, EnvSecret) else storage
 
 
 class FrameworkLoader:
@@ -107,10 +103,9 @@ class FrameworkLoader:
             usage=UsagePolicy.of(parsed.budgets, parsed.prices),
             memory=None
             if parsed.memory is None
-            else load_memory(
-                parsed.memory, self.base, parsed.session_dir or _url(parsed.storage), self.source
-            ),
+            else load_memory(parsed.memory, self.base, storage, self.source),
             source=self.source,
+            coordination=coordination_url(parsed.coordination, storage, self.error),
         )
 
     def check_names(self, parsed: FrameworkFile) -> None:

@@ -7,9 +7,10 @@ manager's trim rewrites the history atomically.
 
 Write order, chosen so that a crash between two writes is safe:
 
-- a finished run: run record, then the history append (messages + state), then the
-  checkpoint is deleted. A checkpoint whose run record is no longer ``suspended`` is
-  stale and is dropped on restore, so a finished run is never resumed twice.
+- a finished run: the run record with the history append (messages + state), in one
+  storage call (one transaction on a database), then the checkpoint is deleted. A
+  checkpoint whose run record is no longer ``suspended`` is stale and is dropped on
+  restore, so a finished run is never resumed twice.
 - a suspension: the new checkpoint, then the run record, then the older checkpoint is
   deleted.
 
@@ -167,27 +168,42 @@ class SessionManager:
         history: Sequence[Message],
         state: JSONObject | None,
         rewrite: bool,
+        cut: int | None = None,
     ) -> None:
-        """Save a run that ended: its record, the history and state, then drop its checkpoint.
+        """Save a run that ended: record, history and state together, then drop its checkpoint.
 
         `state` is None when the AgentState did not change, and then the stored state is
         kept as it is, also by a rewrite (SPEC guarantee 12). With `rewrite`, the whole
-        `history` replaces the stored one (a trim); otherwise `new_messages` are appended.
+        `history` replaces the stored one (a trim); otherwise `new_messages` are appended,
+        after cutting the stored history to its first `cut` messages when `cut` is set
+        (an edit or a regenerate: the cut commits with the turn).
 
         Raises:
             ConcurrentWriteError: Another writer moved the session on since it was
                 loaded; nothing of this turn's history was stored.
         """
-        await self.storage.put_run(self.key, record)
         try:
             if rewrite:
                 self.version = await self.storage.rewrite(
-                    self.key, history, state, expected_version=self.version, fence=self.fence
+                    self.key,
+                    history,
+                    state,
+                    expected_version=self.version,
+                    fence=self.fence,
+                    run=record,
                 )
-            elif new_messages or state is not None:
+            elif new_messages or state is not None or cut is not None:
                 self.version = await self.storage.append(
-                    self.key, new_messages, state, expected_version=self.version, fence=self.fence
+                    self.key,
+                    new_messages,
+                    state,
+                    expected_version=self.version,
+                    fence=self.fence,
+                    cut=cut,
+                    run=record,
                 )
+            else:
+                await self.storage.put_run(self.key, record)
         except ConcurrentWriteError as exc:
             # the record said how the run ended; it must say the turn was lost instead
             lost = ErrorInfo(code=exc.code, message=LOST_TURN)
@@ -212,7 +228,9 @@ class SessionManager:
         A refused turn is not an exception for the run's caller: like a model failure it
         ends the run ``failed``, with nothing of it stored. The Agent's memory still holds
         the turn, but the version this manager knows is stale, so the next `restore`
-        reloads what the other process saved.
+        reloads what the other process saved. A run with a cut (`RunState.cut`: an edit
+        or a regenerate) commits the cut with its messages, unless a rewrite saves the
+        whole history anyway.
         """
         record = run_record(
             result, input=run.input, started_at=run.started_at, stop_reason=result.stop_reason
@@ -224,6 +242,7 @@ class SessionManager:
                 history=history,
                 state=state,
                 rewrite=rewrite,
+                cut=None if rewrite else run.cut,
             )
         except ConcurrentWriteError as exc:
             logger.warning("run=<%s> | turn not saved: %s", result.run_id, exc.message)

@@ -17,6 +17,7 @@ The tables (docs/sessions.md documents them for ``psql``)::
     checkpoints  suspended runs, keyed like the session
     tasks        the A2A task index, keyed by (principal, definition, index, task id)
     usage_days   token totals per (principal, UTC day); a context's are on its row
+    memory_scopes, memory_items   memory across conversations (PostgresMemoryStore)
 
 The principal of a session without authentication is stored as ``''`` (a principal is
 never empty), so the key can be a plain unique constraint.
@@ -59,6 +60,10 @@ class Migration:
     name: str
     statements: tuple[str, ...]
 
+
+MESSAGE_ID_SQL = 'substring(body::text from \'^\\{{\\s*"id"\\s*:\\s*"(msg-[0-9a-f]{{24}})"\')'
+"""A message row's id, read from its text (the codec writes ``id`` first) rather than
+with a JSON operator, which fails on a row whose JSON holds ``\\u0000``."""
 
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 """The token counts of a `Usage`, one column each on ``sessions`` and ``usage_days``."""
@@ -162,6 +167,47 @@ MIGRATIONS: tuple[Migration, ...] = (
                 reasoning_tokens bigint NOT NULL DEFAULT 0,
                 PRIMARY KEY (principal, day)
             )""",
+        ),
+    ),
+    Migration(
+        4,
+        "memory across conversations: scopes and their items (PostgresMemoryStore)",
+        (
+            """CREATE TABLE {s}.memory_scopes (
+                id bigserial PRIMARY KEY,
+                principal text NOT NULL,
+                agent text NOT NULL,
+                revision bigint NOT NULL DEFAULT 0,
+                UNIQUE (principal, agent)
+            )""",
+            """CREATE TABLE {s}.memory_items (
+                scope_id bigint NOT NULL
+                    REFERENCES {s}.memory_scopes (id) ON DELETE CASCADE,
+                namespace text NOT NULL,
+                key text NOT NULL,
+                text text NOT NULL,
+                value json,
+                created_at timestamptz NOT NULL,
+                updated_at timestamptz NOT NULL,
+                context_id text,
+                source_agent text,
+                run_id text,
+                model text NOT NULL,
+                dimension integer NOT NULL,
+                vector bytea NOT NULL,
+                PRIMARY KEY (scope_id, namespace, key)
+            )""",
+            "CREATE INDEX memory_items_recent ON {s}.memory_items (scope_id, updated_at DESC,"
+            ' namespace COLLATE "C", key COLLATE "C")',
+        ),
+    ),
+    Migration(
+        5,
+        "transcript: messages by id, a principal's sessions by definition and update time",
+        (
+            "CREATE INDEX messages_id ON {s}.messages (session_id, " + MESSAGE_ID_SQL + ")",
+            "CREATE INDEX sessions_listed ON {s}.sessions"
+            " (principal, definition, updated_at DESC, context_id DESC) WHERE saved",
         ),
     ),
 )
