@@ -162,6 +162,7 @@ class A2AConfig(StrictConfig):
 
     grpc_port: int | None = Field(default=None, ge=0, le=65535)
     allow_private_webhooks: bool = False
+    deduplicate_messages: bool = True
 
 
 class ServerConfig(StrictConfig):

@@ -26,6 +26,10 @@ class A2ASettings:
     allow_private_webhooks: bool = False
     """Let push notifications go to loopback and private addresses (tests, internal
     deployments); off, such webhook URLs are refused (SSRF)."""
+    deduplicate_messages: bool = True
+    """A message sent again with the same ``messageId`` and content, on the same
+    transport, joins the first one's task (a retry runs once); false runs every message,
+    for senders that reuse ids (the A2A conformance kit does)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

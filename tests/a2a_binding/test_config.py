@@ -23,6 +23,12 @@ def test_the_a2a_settings_are_read() -> None:
     assert load_framework({"agents": {"demo": DEMO}}).server.a2a == A2ASettings()
 
 
+def test_message_deduplication_is_on_unless_turned_off() -> None:
+    off = {"agents": {"demo": DEMO}, "server": {"a2a": {"deduplicateMessages": False}}}
+    assert load_framework(off).server.a2a == A2ASettings(deduplicate_messages=False)
+    assert A2ASettings().deduplicate_messages is True
+
+
 @pytest.mark.parametrize(
     ("a2a", "message"),
     [

@@ -1,4 +1,5 @@
-"""A deleted context's tasks are gone; a message sent again with its id runs once."""
+"""A deleted context's tasks are gone; a message sent again with its id runs once
+(unless deduplication is turned off)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from a2a.types import GetTaskRequest, ListTasksRequest, Task
 from a2a.utils.errors import TaskNotFoundError
 
 from a2a_binding import a2a_client, base_url, response_text, send, user_message
+from agentkeel.server_settings import A2ASettings, ServerSettings
 from agentkeel.storage.file import LocalFileStorage
 from e2e import tool_runs
 from e2e.conftest import StartServer
@@ -85,3 +87,20 @@ async def test_a_message_sent_ten_times_at_once_runs_one_task(
     assert other_task.id != tasks[0].id
     assert response_text(other_task) == "echo: other"
     assert tool_runs(tool_log).count("lookup SECRET-INPUT-4242") == 1
+
+
+async def test_with_deduplication_off_the_same_message_sent_again_runs_again(
+    start_server: StartServer, tool_log: Path
+) -> None:
+    settings = ServerSettings(
+        heartbeat_seconds=1.0,
+        shutdown_timeout_seconds=5,
+        a2a=A2ASettings(deduplicate_messages=False),
+    )
+    message = user_message("secret", context_id="ctx-a2a-reuse", message_id="msg-reused-1")
+    with start_server(settings=settings) as url:
+        async with a2a_client(url) as (client, _):
+            first = await send(client, message)
+            second = await send(client, message)
+    assert first.id != second.id
+    assert tool_runs(tool_log) == ["lookup SECRET-INPUT-4242"] * 2

@@ -85,11 +85,14 @@ class A2AExecutor:
     Args:
         runtime: The runtime's facade (``app.state.runtime``).
         definition: The agent definition served.
+        deduplicate: Let a message sent again (same transport, `messageId` and content)
+            join the first one's task, as an Idempotency-Key does; off, every message runs.
     """
 
-    def __init__(self, runtime: RunFacade, definition: str) -> None:
+    def __init__(self, runtime: RunFacade, definition: str, *, deduplicate: bool = True) -> None:
         self.runtime = runtime
         self.definition = definition
+        self.deduplicate = deduplicate
 
     def key(self, principal: str | None, context_id: str) -> SessionKey:
         """The context's key; InvalidParamsError for an id the server does not accept."""
@@ -122,7 +125,7 @@ class A2AExecutor:
             job, is_new = await self.runtime.submit_claimed(
                 key,
                 request,
-                idempotency_key=message_id,
+                idempotency_key=message_id if self.deduplicate else None,
                 body=body,
                 sent_context_id=sent_context_id,
             )
