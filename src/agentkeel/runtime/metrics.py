@@ -193,8 +193,14 @@ class ServerMetrics:
             "What the retention sweeper deleted, by kind (runs, frames, sessions).",
             ("kind",),
         )
+        self.refusals = Counter(
+            "agentkeel_limit_refusals_total",
+            "Requests refused or dropped under server.limits, by reason.",
+            ("reason",),
+        )
         for metric in (
             self.swept,
+            self.refusals,
             self.runs,
             self.turn_seconds,
             self.first_token_seconds,

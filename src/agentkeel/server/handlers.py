@@ -8,6 +8,7 @@ middleware is all it takes to give each principal contexts of their own.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncGenerator
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -76,11 +77,32 @@ def _body(request: Request) -> JSONValue:
 async def stream(request: Request) -> Response | SSEResponse:
     """``POST /agents/{name}/stream``: run one turn and stream its frames as SSE."""
     runtime = _runtime(request)
-    job = await _start(request, runtime)
+    slot = await runtime.admission.stream_slot(_principal(request))
+    try:
+        job = await _start(request, runtime)
+    except BaseException:
+        if slot is not None:
+            await runtime.admission.counters.release(slot)
+        raise
     if job.channel is None:
         raise RuntimeError("internal error: a started turn has no channel")
-    heartbeat = runtime.framework.server.heartbeat_seconds
-    return SSEResponse(job.channel.follow(job.start_after, heartbeat))
+    return _sse(runtime, slot, job.channel.follow(job.start_after, _heartbeat(runtime)))
+
+
+def _heartbeat(runtime: ServerRuntime) -> float:
+    return runtime.framework.server.heartbeat_seconds
+
+
+def _sse(
+    runtime: ServerRuntime, slot: str | None, chunks: AsyncGenerator[bytes, None]
+) -> SSEResponse:
+    """The response of a stream holding `slot`, under the slow-reader limits."""
+    limits = runtime.framework.server.limits
+    return SSEResponse(
+        runtime.admission.held(slot, chunks),
+        stall_seconds=limits.stream_stall_seconds,
+        on_stalled=lambda: runtime.metrics.refusals.inc("stream_stalled"),
+    )
 
 
 async def send(request: Request) -> Response:
@@ -128,8 +150,8 @@ async def reconnect(request: Request) -> SSEResponse:
             )
         raise ContextNotFoundError(f"no context {key.context_id!r} for agent {key.definition!r}")
     after = channel.latest_segment_start() if header is None else int(header)
-    heartbeat = runtime.framework.server.heartbeat_seconds
-    return SSEResponse(channel.follow(after, heartbeat))
+    slot = await runtime.admission.stream_slot(_principal(request))
+    return _sse(runtime, slot, channel.follow(after, _heartbeat(runtime)))
 
 
 async def delete_context(request: Request) -> Response:
