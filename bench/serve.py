@@ -11,7 +11,11 @@ on loopback, and the load generator (httpx) runs in this process:
   place, unsynced: no file is created per turn);
 - ak-memory: the same with InMemoryStorage, which separates the server's own cost from
   the cost of the disk writes (on ext4 creating a file costs 0.3-0.6 ms of kernel CPU,
-  which is why the file backend creates none per turn).
+  which is why the file backend creates none per turn);
+- one row per binding of SPEC 10 (ak-openai: a streamed Chat Completion in a
+  conversation kept by X-Conversation-Id; ak-agui: an AG-UI run, its snapshot included),
+  the ak-memory server answering in that protocol, compared with ak-memory (target:
+  within 1.3x of the native wire).
 
 Each client worker has its own context, so at concurrency 32 there are 32 conversations
 and none of their turns wait for each other.
@@ -22,6 +26,12 @@ the measured turns, divided by the number of turns. That excludes start-up and t
 warm-up turns and, unlike wall-clock time, does not depend on how busy the load
 generator keeps the machine. Without /proc (not Linux) CPU is reported as n/a.
 
+With PostgreSQL (``--postgres URL``, default: the local server's ``test`` database when
+one listens) the ak-postgres row runs on PostgresStorage, with the postmaster's CPU per
+turn beside it (every ``postgres`` process, from /proc), and a server of its own then
+counts PostgreSQL round trips per plain turn through a loopback forwarder (each burst
+the server sends after an answer is one trip), apart from the CPU figures.
+
 Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH]``. Prints numbers and
 the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL); never asserts.
 """
@@ -31,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,15 +49,21 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 
+from agentkeel.messages import JSONObject
 from agentkeel.sse import aiter_sse, encode_frame
 
 MEMORY = "ak-memory"
 POSTGRES = "ak-postgres"
-SCENARIOS = ("floor", "agentkeel", MEMORY, POSTGRES)
+OPENAI = "ak-openai"
+AGUI = "ak-agui"
+BINDINGS = (OPENAI, AGUI)
+"""Scenarios served by the ak-memory server, through another binding."""
+SCENARIOS = ("floor", "agentkeel", MEMORY, POSTGRES, *BINDINGS)
 POSTGRES_ENV = "AGENTKEEL_BENCH_POSTGRES"
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 TOKENS = 50
@@ -121,7 +138,7 @@ def serve(kind: str, folder: Path) -> None:
     app = (
         floor_app()
         if kind == "floor"
-        else agentkeel_app(folder, memory=kind == MEMORY, postgres=postgres)
+        else agentkeel_app(folder, memory=kind in (MEMORY, *BINDINGS), postgres=postgres)
     )
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
@@ -206,14 +223,30 @@ def postgres_cpu() -> float | None:
     return total
 
 
-async def one_turn(client: httpx.AsyncClient, context_id: str) -> float:
+def _request(scenario: str, context_id: str) -> tuple[str, JSONObject, dict[str, str], str]:
+    """Path, body, headers and the text that ends the stream, in the scenario's protocol."""
+    if scenario == OPENAI:
+        body: JSONObject = {
+            "model": "bench",
+            "messages": [{"role": "user", "content": "go"}],
+            "stream": True,
+        }
+        return "/v1/chat/completions", body, {"x-conversation-id": context_id}, "[DONE]"
+    if scenario == AGUI:
+        message: JSONObject = {"id": os.urandom(8).hex(), "role": "user", "content": "go"}
+        body = {"threadId": context_id, "runId": os.urandom(8).hex(), "messages": [message]}
+        return "/agents/bench/ag-ui", body, {}, '"RUN_FINISHED"'
+    return "/agents/bench/stream", {"message": "go", "contextId": context_id}, {}, '"done":true'
+
+
+async def one_turn(client: httpx.AsyncClient, context_id: str, scenario: str = "") -> float:
     start = time.perf_counter()
-    body = {"message": "go", "contextId": context_id}
-    async with client.stream("POST", "/agents/bench/stream", json=body) as response:
+    path, body, headers, last = _request(scenario, context_id)
+    async with client.stream("POST", path, json=body, headers=headers) as response:
         frames = 0
         async for frame in aiter_sse(response.aiter_bytes()):
             frames += 1
-            if '"done":true' in frame.data:
+            if last in frame.data:
                 break
     if frames < TOKENS + 1:
         raise RuntimeError(f"a turn streamed only {frames} frames")
@@ -224,14 +257,14 @@ async def load(url: str, concurrency: int, turns: int, pid: int, scenario: str) 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
         for index in range(min(WARMUP_TURNS, turns)):
-            await one_turn(client, f"ctx-warmup-{concurrency}-{index % 4}")
+            await one_turn(client, f"ctx-warmup-{concurrency}-{index % 4}", scenario)
         latencies: list[float] = []
         per_worker = max(1, turns // concurrency)
 
         async def worker(number: int) -> None:
             context_id = f"ctx-{scenario}-{concurrency}-{number}"
             for _ in range(per_worker):
-                latencies.append(await one_turn(client, context_id))
+                latencies.append(await one_turn(client, context_id, scenario))
 
         cpu_before, db_before = process_cpu(pid), postgres_cpu()
         start = time.perf_counter()
@@ -270,6 +303,45 @@ def measure(kind: str, folder: Path, concurrency: int, turns: int) -> Figures:
         process.wait(timeout=30)
 
 
+def count_trips(url: str, folder: Path) -> tuple[float, int]:
+    """PostgreSQL round trips per plain turn of a warm context (median), and of a new one."""
+    from urllib.parse import urlsplit
+
+    from _postgres import CountingForwarder, through
+
+    parts = urlsplit(url)
+    forwarder = CountingForwarder(parts.hostname or "127.0.0.1", parts.port or 5432)
+    previous = os.environ[POSTGRES_ENV]
+    os.environ[POSTGRES_ENV] = through(url, forwarder)
+    try:
+        process, server = start_server(POSTGRES, folder / "trips")
+        try:
+            return anyio.run(_trips, server, forwarder)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    finally:
+        os.environ[POSTGRES_ENV] = previous
+        forwarder.close()
+
+
+async def _trips(url: str, forwarder: Any) -> tuple[float, int]:
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        for _ in range(5):
+            await one_turn(client, "ctx-trips")
+        await anyio.sleep(0.2)
+        counts = []
+        for _ in range(20):
+            before = forwarder.sends
+            await one_turn(client, "ctx-trips")
+            await anyio.sleep(0.05)  # the forwarder's threads count after the bytes pass
+            counts.append(forwarder.sends - before)
+        before = forwarder.sends
+        await one_turn(client, "ctx-trips-new")
+        await anyio.sleep(0.05)
+        return statistics.median(counts), forwarder.sends - before
+
+
 def report(rows: list[Figures]) -> None:
     print(
         f"{'scenario':<10} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
@@ -286,19 +358,20 @@ def report(rows: list[Figures]) -> None:
     print()
     by_key = {(row.scenario, row.concurrency): row for row in rows}
     for concurrency in sorted({row.concurrency for row in rows}):
-        floor = by_key[("floor", concurrency)]
         for scenario in SCENARIOS[1:]:
             ours = by_key.get((scenario, concurrency))
-            if ours is None:
+            name, target = (MEMORY, "1.3x") if scenario in BINDINGS else ("floor", "2x")
+            base = by_key.get((name, concurrency))
+            if ours is None or base is None:
                 continue
-            if ours.cpu_ms_per_turn is None or not floor.cpu_ms_per_turn:
+            if ours.cpu_ms_per_turn is None or not base.cpu_ms_per_turn:
                 print(f"concurrency {concurrency}: CPU ratio n/a (no /proc)")
                 continue
-            ratio = ours.cpu_ms_per_turn / floor.cpu_ms_per_turn
-            latency = ours.percentile(0.5) / floor.percentile(0.5)
+            ratio = ours.cpu_ms_per_turn / base.cpu_ms_per_turn
+            latency = ours.percentile(0.5) / base.percentile(0.5)
             print(
-                f"concurrency {concurrency:>2}: {scenario}/floor server CPU per turn = "
-                f"{ratio:.2f}x (target <= 2x for agentkeel); latency p50 {latency:.2f}x"
+                f"concurrency {concurrency:>2}: {scenario}/{name} server CPU per turn = "
+                f"{ratio:.2f}x (target <= {target}); latency p50 {latency:.2f}x"
             )
 
 
@@ -307,13 +380,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=320, help="measured turns per scenario")
     parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL ('' for none)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated scenarios to run (default: all of them)"
+    )
     parser.add_argument("--serve", choices=SCENARIOS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.dir)
         return
     postgres = LOCAL_POSTGRES if args.postgres is None and _listening(5432) else args.postgres
-    kinds = [kind for kind in SCENARIOS if kind != POSTGRES or postgres]
+    chosen = {name.strip() for name in args.only.split(",") if name.strip()} or set(SCENARIOS)
+    kinds = [kind for kind in SCENARIOS if kind in chosen and (kind != POSTGRES or postgres)]
     schema = f"bench_serve_{os.getpid()}"
     if postgres:
         joiner = "&" if "?" in postgres else "?"
@@ -325,11 +402,17 @@ def main() -> None:
                 for concurrency in (1, 32)
                 for kind in kinds
             ]
+            trips = count_trips(os.environ[POSTGRES_ENV], Path(tmp)) if postgres else None
     finally:
         if postgres:
             _drop_schema(postgres, schema)
     print(f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {os.cpu_count()} CPUs")
     report(rows)
+    if trips is not None:
+        print(
+            f"PostgreSQL round trips per plain turn: {trips[0]:.0f} (median of 20, warm"
+            f" context; target <= 2); the first turn of a new context: {trips[1]}"
+        )
 
 
 def _listening(port: int) -> bool:

@@ -150,6 +150,17 @@ def test_the_bindings_depend_on_the_runtime_never_on_each_other() -> None:
     assert _importers("server", "agentkeel.a2a") == ["server/app.py"]
 
 
+def test_the_spec10_bindings_use_the_runtime_facade_only() -> None:
+    for target in ("agentkeel.server", "agentkeel.a2a"):
+        assert _importers("bindings", target) == []
+    # each binding stands alone, and only the app factory mounts them
+    assert _importers("bindings/openai", "agentkeel.bindings.agui") == []
+    assert _importers("bindings/agui", "agentkeel.bindings.openai") == []
+    assert _importers("server", "agentkeel.bindings") == ["server/app.py"]
+    assert _importers("a2a", "agentkeel.bindings") == []
+    assert _importers("runtime", "agentkeel.bindings") == []
+
+
 def test_agents_and_swarms_reach_storage_only_through_the_session_policy() -> None:
     """The session policy (`agentkeel.session`) builds run records and meters; the run
     surface of an Agent or a Swarm never imports a storage interface itself."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from agentkeel.messages import JSONObject, JSONValue
+
 __all__ = [
     "ErrorEvent",
     "InterruptEvent",
@@ -60,21 +62,26 @@ class ThinkingEvent:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallEvent:
-    """A tool execution starts; the input stays on the server."""
+    """A tool execution starts; the input stays on the server unless the tool is exposed."""
 
     id: str
     name: str
+    input: JSONObject | None = None
+    """The call's input (secret inputs masked), only for a tool declared ``expose``."""
     agent: str | None = None
     type: Literal["tool_call"] = "tool_call"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultEvent:
-    """A tool execution ended; the output stays on the server."""
+    """A tool execution ended; the output stays on the server unless the tool is exposed."""
 
     id: str
     name: str
     status: Literal["success", "error"]
+    exposed: bool = False
+    """Whether `output` crosses the wire (the tool is declared ``expose``)."""
+    output: JSONValue = None
     agent: str | None = None
     type: Literal["tool_result"] = "tool_result"
 

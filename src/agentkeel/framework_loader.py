@@ -29,7 +29,6 @@ from agentkeel.definitions import (
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework_schema import (
     DeclaredAgent,
-    EnvSecret,
     FactoryAgent,
     FrameworkFile,
     InlineMember,
@@ -52,6 +51,7 @@ from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.configured import configured_stores
 from agentkeel.storage.memory import InMemoryStorage
 from agentkeel.tools.decorator import Tool
+from agentkeel.tools.exposure import declared_tools
 from agentkeel.tools.toolset import Toolset
 from agentkeel.usage import UsagePolicy
 
@@ -59,10 +59,6 @@ __all__ = ["FrameworkLoader", "importable"]
 
 _MODEL_FIELDS = {"provider", "model", "base_url", "api_key_env", "api_key"}
 """What is not a provider option in a ``model`` object."""
-
-
-def _url(storage: str | EnvSecret | None) -> str | None:
-    return os.environ.get(storage.env) if isinstance(storage, EnvSecret) else storage
 
 
 class FrameworkLoader:
@@ -106,9 +102,7 @@ class FrameworkLoader:
             usage=UsagePolicy.of(parsed.budgets, parsed.prices),
             memory=None
             if parsed.memory is None
-            else load_memory(
-                parsed.memory, self.base, parsed.session_dir or _url(parsed.storage), self.source
-            ),
+            else load_memory(parsed.memory, self.base, storage, self.source),
             source=self.source,
         )
 
@@ -190,13 +184,11 @@ class FrameworkLoader:
     ) -> tuple[Callable[[str], Agent], list[Tool]]:
         """An Agent factory (and its tools) for one declared agent."""
         tools = [self.tool(f"{prefix}.tools[{i}]", ref) for i, ref in enumerate(config.tools)]
-        names = {item.name for item in tools}
         servers = self.mcp_servers(f"{prefix}.mcp", name, config.mcp)
-        for index, approved in enumerate(config.approve):
-            if approved not in names and not servers:
-                raise self.error(
-                    f"{prefix}.approve[{index}]", f"{approved!r} is not one of the agent's tools"
-                )
+        tools, unknown = declared_tools(tools, config.approve, config.expose, mcp=bool(servers))
+        if unknown is not None:
+            where, listed = unknown
+            raise self.error(f"{prefix}.{where}", f"{listed!r} is not one of the agent's tools")
         model = self.model(f"{prefix}.model", config.model)
         defaults = RunLimits()
         limits = RunLimits(

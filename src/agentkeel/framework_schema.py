@@ -99,6 +99,7 @@ class DeclaredAgent(StrictConfig):
     system_prompt: str | None = None
     tools: list[str] = []
     approve: list[str] = []
+    expose: list[str] = []
     mcp: dict[str, object] = {}
     max_steps: int | None = Field(default=None, ge=1)
     tool_timeout: float | None = Field(default=None, gt=0)

@@ -40,6 +40,7 @@ __all__ = [
     "check_decision",
     "decision_from_json",
     "interrupt",
+    "shown_input",
 ]
 
 logger = logging.getLogger(__name__)
@@ -149,6 +150,12 @@ def decision_from_json(kind: InterruptKind, data: JSONValue) -> Decision:
     return Reject(reason or "rejected by the user")
 
 
+def shown_input(tool_input: JSONObject, tool: Tool | None) -> JSONObject:
+    """`tool_input` as a person may see it: the inputs the tool marks secret masked."""
+    secret = tool.secret if tool is not None else frozenset()
+    return {key: SECRET_MASK if key in secret else value for key, value in tool_input.items()}
+
+
 def check_decision(interrupt: Interrupt, decision: Decision) -> None:
     """Refuse a decision that cannot answer `interrupt` (before anything resumes).
 
@@ -174,10 +181,7 @@ def approval_prompt(name: str, tool_input: JSONObject, tool: Tool | None = None)
     log line of a prompt can carry them. A `describe` that fails or returns no text
     falls back to the JSON form (and is logged, without the input).
     """
-    secret = tool.secret if tool is not None else frozenset()
-    shown: JSONObject = {
-        key: SECRET_MASK if key in secret else value for key, value in tool_input.items()
-    }
+    shown = shown_input(tool_input, tool)
     describe = tool.describe if tool is not None else None
     if describe is not None:
         try:

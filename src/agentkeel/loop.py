@@ -27,8 +27,6 @@ from agentkeel.events import (
     StepEvent,
     ThinkingEvent,
     TokenEvent,
-    ToolCallEvent,
-    ToolResultEvent,
 )
 from agentkeel.hooks.events import (
     AfterModelCallEvent,
@@ -72,6 +70,7 @@ from agentkeel.output import OutputType
 from agentkeel.result import ErrorInfo, ToolCallRecord, Usage
 from agentkeel.run_state import PendingCall, RunState
 from agentkeel.tools.decorator import Tool, ToolInputError
+from agentkeel.tools.exposure import call_event, result_event
 
 __all__ = ["LoopOutcome", "RunLimits", "RunLoop", "RunMeter", "close_step"]
 
@@ -379,7 +378,7 @@ class RunLoop:
             return
         answers = list(pending.answers) if pending is not None else []
         if pending is None or not pending.started:
-            self._emit(ToolCallEvent(id=call.id, name=call.name, agent=self._label))
+            self._emit(call_event(call, self._tools.get(call.name), self._label))
         started = time.perf_counter()
         try:
             outcome = await self._execute(call, answers)
@@ -423,11 +422,7 @@ class RunLoop:
             duration_ms=round(duration, 3),
         )
         if status in ("success", "error"):
-            self._emit(
-                ToolResultEvent(
-                    id=call.id, name=call.name, status=outcome.status, agent=self._label
-                )
-            )
+            self._emit(result_event(call, self._tools.get(call.name), outcome, self._label))
 
     async def _execute(self, call: ToolCallPart, answers: list[JSONValue]) -> ToolOutcome:
         """Hooks around the middleware chain around the tool; errors become outcomes."""

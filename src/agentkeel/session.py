@@ -7,9 +7,10 @@ manager's trim rewrites the history atomically.
 
 Write order, chosen so that a crash between two writes is safe:
 
-- a finished run: run record, then the history append (messages + state), then the
-  checkpoint is deleted. A checkpoint whose run record is no longer ``suspended`` is
-  stale and is dropped on restore, so a finished run is never resumed twice.
+- a finished run: the run record with the history append (messages + state), in one
+  storage call (one transaction on a database), then the checkpoint is deleted. A
+  checkpoint whose run record is no longer ``suspended`` is stale and is dropped on
+  restore, so a finished run is never resumed twice.
 - a suspension: the new checkpoint, then the run record, then the older checkpoint is
   deleted.
 
@@ -168,7 +169,7 @@ class SessionManager:
         state: JSONObject | None,
         rewrite: bool,
     ) -> None:
-        """Save a run that ended: its record, the history and state, then drop its checkpoint.
+        """Save a run that ended: record, history and state together, then drop its checkpoint.
 
         `state` is None when the AgentState did not change, and then the stored state is
         kept as it is, also by a rewrite (SPEC guarantee 12). With `rewrite`, the whole
@@ -178,16 +179,27 @@ class SessionManager:
             ConcurrentWriteError: Another writer moved the session on since it was
                 loaded; nothing of this turn's history was stored.
         """
-        await self.storage.put_run(self.key, record)
         try:
             if rewrite:
                 self.version = await self.storage.rewrite(
-                    self.key, history, state, expected_version=self.version, fence=self.fence
+                    self.key,
+                    history,
+                    state,
+                    expected_version=self.version,
+                    fence=self.fence,
+                    run=record,
                 )
             elif new_messages or state is not None:
                 self.version = await self.storage.append(
-                    self.key, new_messages, state, expected_version=self.version, fence=self.fence
+                    self.key,
+                    new_messages,
+                    state,
+                    expected_version=self.version,
+                    fence=self.fence,
+                    run=record,
                 )
+            else:
+                await self.storage.put_run(self.key, record)
         except ConcurrentWriteError as exc:
             # the record said how the run ended; it must say the turn was lost instead
             lost = ErrorInfo(code=exc.code, message=LOST_TURN)

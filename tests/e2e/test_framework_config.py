@@ -64,6 +64,16 @@ def error_for(tmp_path: Path, document: object, *, raw: str | None = None) -> st
             "agents.a.approve[0]",
             "not one of the agent's tools",
         ),
+        (
+            {"agents": {"a": {**DEMO, "tools": ["e2e:lookup"], "expose": ["lookup", "nope"]}}},
+            "agents.a.expose[1]",
+            "'nope' is not one of the agent's tools",
+        ),
+        (
+            {"agents": {"a": {**DEMO, "expose": "lookup"}}},
+            "agents.a.expose",
+            "valid list",
+        ),
         ({"agents": {"a": {"factory": "nowhere_xyz:make"}}}, "agents.a.factory", "cannot import"),
         ({"agents": {"a": {"factory": "json:dumps"}}}, "agents.a.factory", "not an Agent"),
         (

@@ -1,4 +1,5 @@
-"""The MemoryStore conformance suite against every backend (PostgreSQL joins it later)."""
+"""The MemoryStore conformance suite against the in-process backends (PostgreSQL runs it
+in tests/postgres/test_memory_store.py)."""
 
 from __future__ import annotations
 

@@ -124,6 +124,7 @@ def test_framework_memory_section(tmp_path: Path) -> None:
     [
         ({"store": "file"}, "memory.store: 'file' keeps memory under the session folder"),
         ({"store": "redis://x"}, "memory.store: memory store 'redis://x' is not available"),
+        ({"store": "postgresql"}, "memory.store: 'postgresql' keeps memory beside the sessions"),
         ({"stor": "memory"}, "memory.stor: unknown key"),
         ({"autoRecall": 99}, "memory.autoRecall"),
         ({"embeddings": {"provider": "openai", "apiKeyEnv": "NO_SUCH_VAR_X"}}, "NO_SUCH_VAR_X"),

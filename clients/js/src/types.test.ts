@@ -53,6 +53,21 @@ describe("parseStreamFrame", () => {
     });
   });
 
+  it("keeps an exposed tool's input and output, and has neither for other tools", () => {
+    const call = { type: "tool_call", id: "call-1", name: "weather", input: { city: "Oslo" } };
+    const result = { type: "tool_result", id: "call-1", name: "weather", status: "success", output: { celsius: 4 } };
+    for (const event of [call, result]) {
+      expect(parseStreamFrame(JSON.stringify({ contextId: CONTEXT_ID, runId: RUN_ID, event }))).toEqual({
+        contextId: CONTEXT_ID,
+        runId: RUN_ID,
+        event,
+      });
+    }
+    const plain = { type: "tool_call", id: "call-2", name: "lookup" };
+    const parsed = parseStreamFrame(JSON.stringify({ contextId: CONTEXT_ID, runId: RUN_ID, event: plain }));
+    expect(parsed).toEqual({ contextId: CONTEXT_ID, runId: RUN_ID, event: plain });
+  });
+
   it("keeps a swarm member's `agent` and drops fields the SPEC does not name", () => {
     const frame = parseStreamFrame(
       JSON.stringify({

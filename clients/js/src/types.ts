@@ -110,12 +110,14 @@ const eventSchemas = {
   step: object({ type: literal("step"), step: integer, ...member }),
   token: object({ type: literal("token"), text: string, ...member }),
   thinking: object({ type: literal("thinking"), text: string, ...member }),
-  tool_call: object({ type: literal("tool_call"), id: string, name: string, ...member }),
+  // `input` and `output` are there only for a tool the server declares `expose`
+  tool_call: object({ type: literal("tool_call"), id: string, name: string, input: optional(json), ...member }),
   tool_result: object({
     type: literal("tool_result"),
     id: string,
     name: string,
     status: literal("success", "error"),
+    output: optional(json),
     ...member,
   }),
   interrupt: object({
@@ -137,9 +139,9 @@ export type StepEvent = Infer<typeof eventSchemas.step>;
 export type TokenEvent = Infer<typeof eventSchemas.token>;
 /** A delta of the model's reasoning. */
 export type ThinkingEvent = Infer<typeof eventSchemas.thinking>;
-/** A tool execution starts (its input stays on the server). */
+/** A tool execution starts (its `input` only for a tool declared `expose`). */
 export type ToolCallEvent = Infer<typeof eventSchemas.tool_call>;
-/** A tool execution ended (its output stays on the server). */
+/** A tool execution ended (its `output` only for a tool declared `expose`). */
 export type ToolResultEvent = Infer<typeof eventSchemas.tool_result>;
 /** The run suspends for a human decision. */
 export type InterruptEvent = Infer<typeof eventSchemas.interrupt>;

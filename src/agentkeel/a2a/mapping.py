@@ -10,7 +10,8 @@ table):
   replacing chunk);
 - ``status``, ``step``, ``thinking``, ``tool_call`` and ``tool_result`` are
   ``TASK_STATE_WORKING`` status updates whose metadata carries the native event under
-  ``agentkeel`` (inputs and outputs of tools stay on the server, as on the native wire);
+  ``agentkeel`` (inputs and outputs of tools stay on the server, as on the native wire,
+  unless the tool is exposed: then they are in that event too);
 - the done frame is the final status update: ``completed``, ``failed`` (its message
   says why), ``cancelled``, or ``suspended``, which is ``TASK_STATE_INPUT_REQUIRED``
   with a status message carrying the interrupt (a text part asking the question and a

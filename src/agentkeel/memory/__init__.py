@@ -1,6 +1,7 @@
 """Memory across conversations: a principal's items, searched by meaning (SPEC 12).
 
-`MemoryStore` is the Protocol (backends: `InMemoryMemoryStore`, `FileMemoryStore`);
+`MemoryStore` is the Protocol (backends: `InMemoryMemoryStore`, `FileMemoryStore`, and
+`agentkeel.memory.postgres.PostgresMemoryStore` with the `postgres` extra);
 `Embedder` turns texts into vectors (`OpenAIEmbedder`, `MiniLMEmbedder`, the
 `LexicalEmbedder` fallback and the `StaticEmbedder` test double); `Memory` joins the
 two, `AgentMemory` binds it to one caller, and `MemoryHook` hands it to runs.

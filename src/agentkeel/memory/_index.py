@@ -17,7 +17,7 @@ import numpy as np
 from agentkeel.memory.errors import EmbeddingMismatchError, InvalidMemoryKeyError
 from agentkeel.memory.records import MemoryItem, MemoryMatch, MemoryPage, Vector, VectorSpace
 
-__all__ = ["ScopeIndex", "check_limit"]
+__all__ = ["ScopeIndex", "check_limit", "cursor_position", "encode_cursor"]
 
 _Key = tuple[str, str]
 
@@ -33,18 +33,29 @@ def _order(item: MemoryItem) -> tuple[float, str, str]:
     return (-item.updated_at.timestamp(), item.namespace, item.key)
 
 
-def _encode_cursor(item: MemoryItem) -> str:
+def encode_cursor(item: MemoryItem) -> str:
+    """The cursor of the page that starts after `item` (opaque to callers)."""
     raw = json.dumps([item.updated_at.isoformat(), item.namespace, item.key])
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> tuple[float, str, str]:
+def cursor_position(cursor: str) -> tuple[datetime, str, str]:
+    """The (updated_at, namespace, key) of the item a cursor follows.
+
+    Raises:
+        InvalidMemoryKeyError: The cursor is not one a store handed out.
+    """
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         stamp, namespace, key = json.loads(base64.urlsafe_b64decode(padded))
-        return (-datetime.fromisoformat(stamp).timestamp(), str(namespace), str(key))
+        return (datetime.fromisoformat(stamp), str(namespace), str(key))
     except (ValueError, TypeError) as exc:
         raise InvalidMemoryKeyError("this cursor was not handed out by the store") from exc
+
+
+def _decode_cursor(cursor: str) -> tuple[float, str, str]:
+    stamp, namespace, key = cursor_position(cursor)
+    return (-stamp.timestamp(), namespace, key)
 
 
 class ScopeIndex:
@@ -141,7 +152,7 @@ class ScopeIndex:
         )
         items = tuple(chosen[:limit])
         more = len(chosen) > limit
-        return MemoryPage(items, _encode_cursor(items[-1]) if more and items else None)
+        return MemoryPage(items, encode_cursor(items[-1]) if more and items else None)
 
     def _build(self) -> Vector:
         if self._matrix is None:

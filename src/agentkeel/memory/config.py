@@ -5,8 +5,10 @@
 ```
 
 - ``store``: ``"memory"`` (this process only), ``"file"`` (under the session folder's
-  root, ``<sessionDir>/.memory``; needs ``sessionDir`` or a ``file:`` storage) or
-  ``"file:<folder>"``. Default: ``"file"`` when sessions are in files, else ``"memory"``.
+  root, ``<sessionDir>/.memory``; needs ``sessionDir`` or a ``file:`` storage),
+  ``"file:<folder>"``, ``"postgresql"`` (the tables beside the sessions, on the
+  storage's pool; needs a ``postgresql://`` storage) or a ``postgresql://…`` URL of its
+  own. Default: the sessions' backend when it is files or PostgreSQL, else ``"memory"``.
 - ``embeddings``: ``"offline"`` (default: the bundled MiniLM model, or the lexical
   fallback when it is not installed), ``"lexical"``, or ``{"provider": "openai",
   "model", "baseUrl", "apiKeyEnv", "dimensions"}``.
@@ -30,6 +32,8 @@ from agentkeel.memory.inmemory import InMemoryMemoryStore
 from agentkeel.memory.memory import Memory
 from agentkeel.memory.openai import OpenAIEmbedder
 from agentkeel.memory.store import MemoryStore
+from agentkeel.storage.base import SessionStorage
+from agentkeel.storage.file import LocalFileStorage
 
 __all__ = ["MemorySection", "load_memory"]
 
@@ -61,12 +65,51 @@ class MemorySection(_Strict):
     auto_recall: int = Field(default=0, ge=0, le=20)
 
 
+def _postgres(spec: str, storage: SessionStorage | None, where: str) -> MemoryStore:
+    """A PostgresMemoryStore: on the storage's pool, or on a URL of its own."""
+    try:
+        from agentkeel.memory.postgres import PostgresMemoryStore, memory_store_from_url
+        from agentkeel.storage.postgres_pool import PostgresPool
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{where}.store: PostgreSQL memory needs {exc.name!r}; install it with: "
+            "pip install 'agentkeel[postgres]'"
+        ) from exc
+    if spec in ("postgresql", "postgres"):
+        if not isinstance(storage, PostgresPool):
+            raise ConfigurationError(
+                f"{where}.store: 'postgresql' keeps memory beside the sessions, but they are "
+                "not in PostgreSQL; set a postgresql:// storage, or a postgresql:// URL here"
+            )
+        return PostgresMemoryStore.over(storage)
+    return memory_store_from_url(spec)
+
+
+def _in_postgres(storage: SessionStorage | None) -> bool:
+    try:
+        from agentkeel.storage.postgres_pool import PostgresPool
+    except ImportError:  # without the driver no storage can be in PostgreSQL
+        return False
+    return isinstance(storage, PostgresPool)
+
+
 def _store(
-    section: MemorySection, base: Path, session_root: Path | None, where: str
+    section: MemorySection,
+    base: Path,
+    session_root: Path | None,
+    where: str,
+    storage: SessionStorage | None,
 ) -> MemoryStore:
-    spec = section.store or ("file" if session_root is not None else "memory")
+    default = "memory"
+    if session_root is not None:
+        default = "file"
+    elif _in_postgres(storage):
+        default = "postgresql"
+    spec = section.store or default
     if spec in ("memory", "memory:"):
         return InMemoryMemoryStore()
+    if spec in ("postgresql", "postgres") or spec.startswith(("postgresql://", "postgres://")):
+        return _postgres(spec, storage, where)
     if spec == "file":
         if session_root is None:
             raise ConfigurationError(
@@ -81,8 +124,8 @@ def _store(
         path = Path(folder).expanduser()
         return FileMemoryStore(path if path.is_absolute() else base / path)
     raise ConfigurationError(
-        f"{where}.store: memory store {spec!r} is not available; use 'memory', 'file' or "
-        "'file:<folder>'"
+        f"{where}.store: memory store {spec!r} is not available; use 'memory', 'file', "
+        "'file:<folder>', 'postgresql' or a postgresql:// URL"
     )
 
 
@@ -105,27 +148,25 @@ def _embedder(section: MemorySection, where: str) -> Embedder:
     )
 
 
-def load_memory(section: MemorySection, base: Path, sessions: str | None, source: str) -> Memory:
+def load_memory(
+    section: MemorySection, base: Path, storage: SessionStorage | None, source: str
+) -> Memory:
     """Build the configured Memory; errors name the key and the file.
 
     Args:
         section: The validated section.
         base: The folder relative paths are relative to (the file's).
-        sessions: framework.json's ``sessionDir``, or its ``storage`` URL.
+        storage: The sessions' storage: ``"file"`` keeps memory under its folder, and
+            ``"postgresql"`` shares its pool.
         source: The file, for messages.
 
     Raises:
         ConfigurationError: A store or embeddings setting that cannot work.
     """
-    root = None
-    if sessions is not None and "://" not in sessions.replace("file://", "file:"):
-        folder = Path(sessions.removeprefix("file:").removeprefix("//")).expanduser()
-        root = folder if folder.is_absolute() else base / folder
-    if sessions is not None and sessions in ("memory:", "memory://"):
-        root = None
+    root = storage.directory if isinstance(storage, LocalFileStorage) else None
     where = f"{source}: memory"
     return Memory(
-        store=_store(section, base, root, where),
+        store=_store(section, base, root, where, storage),
         embedder=_embedder(section, where),
         scope=section.scope,
         auto_recall=section.auto_recall,

@@ -27,7 +27,7 @@ from agentkeel.memory.records import (
     validate_key,
     validate_namespace,
 )
-from agentkeel.memory.store import MemoryStore
+from agentkeel.memory.store import MemoryStore, MemoryStoreLifecycle
 from agentkeel.messages import JSONValue
 
 __all__ = ["ANONYMOUS_PRINCIPAL", "AgentMemory", "Memory", "MemoryScopeRule"]
@@ -55,6 +55,16 @@ class Memory:
     embedder: Embedder
     scope: MemoryScopeRule = "principal"
     auto_recall: int = 0
+
+    async def open(self) -> None:
+        """Open the store when it holds connections (the server's lifespan calls it)."""
+        if isinstance(self.store, MemoryStoreLifecycle):
+            await self.store.open()
+
+    async def close(self) -> None:
+        """Close what `open` opened."""
+        if isinstance(self.store, MemoryStoreLifecycle):
+            await self.store.close()
 
     def scope_for(self, principal: str | None, agent: str) -> MemoryScope:
         """The scope of `principal` (None: the anonymous one) talking to `agent`."""

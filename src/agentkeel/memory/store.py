@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from agentkeel.memory.records import MemoryItem, MemoryMatch, MemoryPage, MemoryScope, Vector
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "MemoryStoreLifecycle"]
 
 
 @runtime_checkable
@@ -72,4 +72,21 @@ class MemoryStore(Protocol):
         Raises:
             InvalidMemoryKeyError: The cursor is not one this store handed out.
         """
+        ...
+
+
+@runtime_checkable
+class MemoryStoreLifecycle(Protocol):
+    """Optional: a store that holds connections, opened and closed by the server.
+
+    The server's lifespan opens it after the session storage (so on the loop that will
+    use it) and closes it at shutdown; the in-process and file stores need neither.
+    """
+
+    async def open(self) -> None:
+        """Connect (and migrate) before the first request."""
+        ...
+
+    async def close(self) -> None:
+        """Release what `open` took."""
         ...

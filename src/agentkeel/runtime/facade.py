@@ -28,7 +28,7 @@ __all__ = ["RunFacade"]
 
 
 class RunFacade(Protocol):
-    """Submit a turn, follow a run's frames from an id, cancel it, read its record."""
+    """Submit a turn, follow a run's frames from an id, cancel it, read its record, forget it."""
 
     @property
     def framework(self) -> Framework:
@@ -109,4 +109,12 @@ class RunFacade(Protocol):
 
     async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """The stored record of a run (None while its first segment runs)."""
+        ...
+
+    async def delete_context(self, key: SessionKey) -> bool:
+        """Forget a context everywhere; False if it is unknown.
+
+        How a binding drops a conversation it created only for one request (the Chat
+        Completions binding without a conversation id).
+        """
         ...

@@ -141,9 +141,20 @@ def _event_json(event: RunEvent) -> JSONObject:
     if isinstance(event, StatusEvent):
         return {"type": "status", "status": event.status}
     if isinstance(event, ToolCallEvent):
-        return {"type": "tool_call", "id": event.id, "name": event.name}
+        call: JSONObject = {"type": "tool_call", "id": event.id, "name": event.name}
+        if event.input is not None:  # an exposed tool's input (SPEC 10)
+            call["input"] = event.input
+        return call
     if isinstance(event, ToolResultEvent):
-        return {"type": "tool_result", "id": event.id, "name": event.name, "status": event.status}
+        result: JSONObject = {
+            "type": "tool_result",
+            "id": event.id,
+            "name": event.name,
+            "status": event.status,
+        }
+        if event.exposed:
+            result["output"] = event.output
+        return result
     if isinstance(event, InterruptEvent):
         data: JSONObject = {"type": "interrupt", "id": event.id, "kind": event.kind}
         if event.tool is not None:

@@ -166,13 +166,20 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         None if settings.auth is None else Authenticator(settings.auth, source=framework.source)
     )
     binding = A2ABinding(runtime, authenticator)
+    # the bindings of SPEC 10, on the same runtime facade
+    from agentkeel.bindings.agui import AGUIBinding
+    from agentkeel.bindings.openai import OpenAIBinding
+
+    chat_completions, ag_ui = OpenAIBinding(runtime), AGUIBinding(runtime)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
-        storage = runtime.framework.storage
+        storage, memory = runtime.framework.storage, runtime.framework.memory
         await storage.open()  # connect and migrate before the first request
         try:
+            if memory is not None:
+                await memory.open()  # a PostgreSQL memory store's own pool, if it has one
             # MCP servers open before the first turn and close after the last one drained;
             # the A2A binding (gRPC, push delivery) stops after the turns drained too
             async with (
@@ -185,6 +192,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 yield
                 sweeping.cancel_scope.cancel()
         finally:
+            if memory is not None:
+                await memory.close()
             await storage.close()
 
     middleware = []
@@ -197,6 +206,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 allow_headers=[
                     *("content-type", "last-event-id", "idempotency-key", "authorization"),
                     "x-api-key",
+                    *("x-conversation-id", "x-openwebui-chat-id"),
                     *("a2a-version", "a2a-extensions"),
                 ],
                 max_age=600,
@@ -214,7 +224,13 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         )
     )
     app = Starlette(
-        routes=[*(routes or []), *binding.routes, *_routes(settings)],
+        routes=[
+            *(routes or []),
+            *binding.routes,
+            *chat_completions.routes,
+            *ag_ui.routes,
+            *_routes(settings),
+        ],
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error},

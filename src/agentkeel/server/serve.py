@@ -132,6 +132,9 @@ async def check_storage(framework: Framework) -> None:
     """
     await framework.storage.open()
     await framework.storage.close()
+    if framework.memory is not None:
+        await framework.memory.open()
+        await framework.memory.close()
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,13 +4,21 @@ A session folder is idle when its history, state and metadata files did not chan
 since the cutoff; one whose latest run is running or suspended is never named. Expired run
 records are dropped by rewriting ``runs.jsonl`` atomically with the lines that stay, in
 their order (the last line still names the latest run). Old frames are one file each.
+
+Reading every ``runs.jsonl`` on every tick would cost a sweep the size of the whole
+folder. So a storage remembers, per session, the `_fs.stamp` of its ``runs.jsonl`` and
+the earliest end among the records a sweep could drop: a file whose stamp did not move
+and whose earliest end is after the cutoff costs one ``stat``, never a read. Any write,
+by this process or another, moves the stamp.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,7 +42,34 @@ from agentkeel.storage.retention import PROTECTED_STATUSES
 
 _T = TypeVar("_T")
 
-__all__ = ["FileRetention", "idle_sessions", "session_folders", "sweep_frames", "sweep_runs"]
+__all__ = [
+    "FileRetention",
+    "RunsSummary",
+    "idle_sessions",
+    "session_folders",
+    "sweep_frames",
+    "sweep_runs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunsSummary:
+    """What a sweep learnt of one ``runs.jsonl``, valid while its stamp is the same."""
+
+    stamp: tuple[int, int, int]
+    earliest_end: float
+    """The earliest ``ended_at`` of a record a sweep may drop (infinity: none)."""
+
+
+def _earliest_end(records: list[RunRecord], doomed: set[str]) -> float:
+    ends = [
+        record.ended_at
+        for record in records
+        if record.ended_at is not None
+        and record.status not in PROTECTED_STATUSES
+        and record.run_id not in doomed
+    ]
+    return min(ends, default=math.inf)
 
 
 def session_folders(root: Path) -> Iterator[tuple[SessionKey, Path]]:
@@ -95,13 +130,31 @@ def idle_sessions(root: Path, updated_before: float, limit: int) -> list[Session
     return found
 
 
-def sweep_runs(root: Path, ended_before: float, limit: int) -> int:
-    """Drop up to `limit` run records that ended before `ended_before`; how many."""
+def sweep_runs(
+    root: Path,
+    ended_before: float,
+    limit: int,
+    summaries: dict[Path, RunsSummary] | None = None,
+) -> int:
+    """Drop up to `limit` run records that ended before `ended_before`; how many.
+
+    `summaries` (kept by the caller between sweeps) lets an unchanged file with nothing
+    to drop be skipped unread.
+    """
     dropped = 0
+    summaries = {} if summaries is None else summaries
+    seen: set[Path] = set()
     for _, folder in session_folders(root):
         if dropped >= limit:
             break
+        seen.add(folder)
         path = folder / _records.RUNS_FILE
+        stamp = _fs.stamp(path)
+        known = summaries.get(folder)
+        if stamp is None or (
+            known is not None and known.stamp == stamp and known.earliest_end >= ended_before
+        ):
+            continue
         raw = _fs.read_bytes(path)
         if not raw:
             continue
@@ -117,15 +170,20 @@ def sweep_runs(root: Path, ended_before: float, limit: int) -> int:
             and record.status not in PROTECTED_STATUSES
         }
         doomed = set(sorted(doomed)[: limit - dropped])
-        if not doomed:
-            continue
-        kept = [
-            encode_json(record.to_json(), "run record") + b"\n"
-            for record in _in_file_order(raw)
-            if record.run_id not in doomed
-        ]
-        _fs.atomic_write_bytes(path, b"".join(kept))
-        dropped += len(doomed)
+        if doomed:
+            kept = [
+                encode_json(record.to_json(), "run record") + b"\n"
+                for record in _in_file_order(raw)
+                if record.run_id not in doomed
+            ]
+            _fs.atomic_write_bytes(path, b"".join(kept))
+            dropped += len(doomed)
+            stamp = _fs.stamp(path)
+        if stamp is not None:
+            summaries[folder] = RunsSummary(stamp, _earliest_end(records, doomed))
+    else:  # a whole walk: forget the sessions that are gone
+        for gone in summaries.keys() - seen:
+            del summaries[gone]
     return dropped
 
 
@@ -163,7 +221,13 @@ class FileRetention:
 
     async def sweep_runs(self, ended_before: float, limit: int) -> int:
         """Drop up to `limit` run records that ended before `ended_before`."""
-        return await _in_thread(sweep_runs, self.directory, ended_before, limit)
+        summaries = vars(self).setdefault("_runs_summaries", {})
+        return await _in_thread(
+            lambda root, at, n: sweep_runs(root, at, n, summaries),
+            self.directory,
+            ended_before,
+            limit,
+        )
 
     async def sweep_frames(self, written_before: float, limit: int) -> int:
         """Delete up to `limit` frames files written before `written_before`."""

@@ -21,12 +21,14 @@ from agentkeel.messages import SCHEMA_VERSION, JSONObject
 from agentkeel.storage._history import (
     EMPTY_STATE,
     Tail,
+    encode_json,
     read_state,
     scan,
     state_document,
     turn_lines,
 )
-from agentkeel.storage.base import SessionMetadata, SessionSnapshot
+from agentkeel.storage._records import RUNS_FILE
+from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot
 from agentkeel.storage.guard import check_commit
 
 __all__ = [
@@ -133,12 +135,14 @@ def append(
     state: bytes | None,
     expected_version: int | None,
     fence: int | None,
+    run: RunRecord | None = None,
 ) -> Tail:
     tail = open_tail(folder, key, tail)
     fence = check_commit(
         key, version=tail.turn, highest_fence=tail.fence,
         expected_version=expected_version, fence=fence,
     )  # fmt: skip
+    _put_run(folder, run)
     path = folder / MESSAGES_FILE
     if tail.committed < tail.file_size:
         _fs.truncate(path, tail.committed)  # drop the uncommitted tail a crash left
@@ -168,12 +172,14 @@ def rewrite(
     state: bytes | None,
     expected_version: int | None,
     fence: int | None,
+    run: RunRecord | None = None,
 ) -> Tail:
     tail = open_tail(folder, key, tail)
     fence = check_commit(
         key, version=tail.turn, highest_fence=tail.fence,
         expected_version=expected_version, fence=fence,
     )  # fmt: skip
+    _put_run(folder, run)
     path = folder / MESSAGES_FILE
     changed = state is not None and state != tail.state
     state = tail.state if state is None else state
@@ -189,6 +195,18 @@ def rewrite(
     elif changed or not path.with_name(STATE_FILE).exists():
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
     return Tail(len(data), len(data), turn, state, fence, stamp)
+
+
+def _put_run(folder: Path, run: RunRecord | None) -> None:
+    """Append a turn's run record once its commit passed the checks, before the commit.
+
+    A refused writer so stores nothing; a crash between the two writes leaves a record
+    whose turn did not commit, which the next turn's record replaces as the latest.
+    """
+    if run is not None:
+        line = encode_json(run.to_json(), "run record")
+        _fs.ensure_dir(folder)
+        _fs.append_records(folder / RUNS_FILE, [line])
 
 
 def check_writable(folder: Path) -> None:

@@ -196,13 +196,16 @@ class SessionStorage(Protocol):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
         """Append one turn's messages and, when `state` is not None, replace the state.
 
         All of it lands or none of it does. Creates the session on first use. Returns the
         new version. With `expected_version`, refuses (ConcurrentWriteError) unless the
         stored version is that one; with `fence`, refuses unless no higher fence was
-        accepted for this session before.
+        accepted for this session before. `run`, the turn's run record, is saved with
+        the turn as `put_run` would, in the same transaction (a database) or, for files,
+        after the checks and before the commit: a refused write stores none of it.
         """
         ...
 
@@ -214,11 +217,13 @@ class SessionStorage(Protocol):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
         """Replace the whole history atomically (a conversation manager trimmed).
 
         `state` replaces the AgentState too; None keeps the stored one (SPEC guarantee
-        12: a trim never loses the state). Checks and returns versions as `append` does.
+        12: a trim never loses the state). Checks and returns versions, and saves
+        `run`, as `append` does.
         """
         ...
 

@@ -42,11 +42,7 @@ from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
 from agentkeel.result import Usage
 from agentkeel.storage import _file_retention, _records, _session_files
-from agentkeel.storage._history import (
-    Tail,
-    encode_json,
-    encode_messages,
-)
+from agentkeel.storage._history import Tail, encode_json, encode_messages
 from agentkeel.storage._session_files import (
     FRAMES_FILE,
     MESSAGES_FILE,
@@ -155,6 +151,7 @@ class LocalFileStorage(_file_retention.FileRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
         """Append one turn as one fsynced batch; a crash keeps all of it or none."""
         require_key(key, "append")
@@ -172,6 +169,7 @@ class LocalFileStorage(_file_retention.FileRetention):
                 encoded_state,
                 expected_version,
                 fence,
+                run,
             )
             self._remember(key, tail)
             return tail.turn
@@ -184,6 +182,7 @@ class LocalFileStorage(_file_retention.FileRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
         """Replace the history (and the state unless None) with one atomic rename."""
         require_key(key, "rewrite")
@@ -201,6 +200,7 @@ class LocalFileStorage(_file_retention.FileRetention):
                 encoded_state,
                 expected_version,
                 fence,
+                run,
             )
             self._remember(key, tail)
             return tail.turn

@@ -139,12 +139,16 @@ class InMemoryStorage:
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
         """Append one turn; everything is encoded and checked before anything is stored."""
         require_key(key, "append")
         lines = _encode_messages(messages)
         encoded_state = None if state is None else _encode(state)
+        record = None if run is None else _encode(run.to_json(), "run record")
         session = self._commit(key, expected_version, fence)
+        if run is not None and record is not None:
+            self._keep_run(session, run.run_id, record)
         if encoded_state == session.state:
             encoded_state = None
         if lines or encoded_state is not None:
@@ -163,12 +167,16 @@ class InMemoryStorage:
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
         """Replace the history (and the state, unless it is None) in one step."""
         require_key(key, "rewrite")
         lines = _encode_messages(messages)
         encoded_state = None if state is None else _encode(state)
+        record = None if run is None else _encode(run.to_json(), "run record")
         session = self._commit(key, expected_version, fence)
+        if run is not None and record is not None:
+            self._keep_run(session, run.run_id, record)
         session.lines = lines
         if encoded_state is not None:
             session.state = encoded_state
@@ -183,9 +191,12 @@ class InMemoryStorage:
     async def put_run(self, key: SessionKey, record: RunRecord) -> None:
         """Store the run record as its JSON document (it becomes the latest)."""
         document = _encode(record.to_json(), "run record")
-        runs = self._session(require_key(key, "put_run")).runs
-        runs.pop(record.run_id, None)
-        runs[record.run_id] = document
+        self._keep_run(self._session(require_key(key, "put_run")), record.run_id, document)
+
+    @staticmethod
+    def _keep_run(session: _Session, run_id: str, document: str) -> None:
+        session.runs.pop(run_id, None)
+        session.runs[run_id] = document
 
     async def get_run(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """Decode one stored run record, or None."""

@@ -37,6 +37,7 @@ from agentkeel.storage.guard import check_commit
 from agentkeel.storage.postgres_extras import PostgresCapabilities
 from agentkeel.storage.postgres_pool import Row, redact, text_key, who
 from agentkeel.storage.postgres_retention import PostgresRetention
+from agentkeel.storage.postgres_runs import PUT_RUN, PostgresRuns, run_columns
 
 if TYPE_CHECKING:
     from agentkeel.checkpoint.postgres import PostgresCheckpointer
@@ -46,7 +47,7 @@ __all__ = ["PostgresStorage", "from_url", "redact", "text_key"]
 _OWN_PARAMETERS = ("schema", "prepare_threshold", "pool_size")
 
 
-class PostgresStorage(PostgresCapabilities, PostgresRetention):
+class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresRuns):
     """A SessionStorage (with every optional capability) in one PostgreSQL schema.
 
     Args:
@@ -136,8 +137,9 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
-        """Append one turn in one transaction; the history is never read.
+        """Append one turn (and its run record) in one transaction; the history is never read.
 
         A saved session whose version and fence let the write through takes one
         statement (one round trip); a new session, or a write the checks refuse, takes
@@ -146,6 +148,7 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
         require_key(key, "append")
         bodies = [line.decode("utf-8") for line in encode_messages(messages)]
         encoded_state = None if state is None else encode_json(state).decode("utf-8")
+        ran = run_columns(run)
         fast = await self._one(
             "WITH moved AS (UPDATE {s}.sessions SET"
             "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
@@ -159,7 +162,8 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
             " RETURNING id, message_count - %(n)s AS base, version),"
             " added AS (INSERT INTO {s}.messages (session_id, seq, body)"
             "  SELECT moved.id, moved.base + n.ord, n.body::json"
-            "  FROM moved, unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord))"
+            "  FROM moved, unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord)),"
+            f" ran AS ({PUT_RUN.format(owner='moved')})"
             " SELECT version FROM moved",
             dict(
                 zip(("p", "d", "c"), who(key), strict=True),
@@ -169,12 +173,14 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
                 fence=fence,
                 expected=expected_version,
                 now=time.time(),
+                **ran,
             ),  # fmt: skip
         )
         if fast is not None:
             return int(fast[0])
         async with self._connection() as conn, conn.transaction():
             session_id, count, highest = await self._lock(conn, key, expected_version, fence)
+            await self._put_run_locked(conn, session_id, ran)
             cursor = await conn.execute(
                 self._sql(
                     "WITH added AS (INSERT INTO {s}.messages (session_id, seq, body)"
@@ -211,13 +217,16 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        run: RunRecord | None = None,
     ) -> int:
-        """Replace the whole history (and the state unless None) in one transaction."""
+        """Replace the whole history (the state unless None, and `run`) in one transaction."""
         require_key(key, "rewrite")
         bodies = [line.decode("utf-8") for line in encode_messages(messages)]
         encoded_state = None if state is None else encode_json(state).decode("utf-8")
+        ran = run_columns(run)
         async with self._connection() as conn, conn.transaction():
             session_id, _, highest = await self._lock(conn, key, expected_version, fence)
+            await self._put_run_locked(conn, session_id, ran)
             await conn.execute(
                 self._sql("DELETE FROM {s}.messages WHERE session_id = %s"), (session_id,)
             )
@@ -286,71 +295,6 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention):
             who(require_key(key, "delete")),
         )
         return row is not None
-
-    # -- run records ---------------------------------------------------------------------
-
-    async def put_run(self, key: SessionKey, record: RunRecord) -> None:
-        """Create or replace one run record (it becomes the latest); one statement."""
-        require_key(key, "put_run")
-        document = encode_json(record.to_json(), "run record").decode("utf-8")
-        await self._one(
-            self._with_session(
-                "INSERT INTO {s}.runs (session_id, run_id, status, started_at, ended_at,"
-                " written, record) SELECT id, %s, %s, %s, %s, nextval('{s}.run_writes'),"
-                " %s::json FROM owner"
-                " ON CONFLICT (session_id, run_id) DO UPDATE SET status = EXCLUDED.status,"
-                " started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,"
-                " written = EXCLUDED.written, record = EXCLUDED.record RETURNING 1"
-            ),
-            (
-                *who(key),
-                time.time(),
-                time.time(),
-                text_key(record.run_id),
-                record.status,
-                record.started_at,
-                record.ended_at,
-                document,
-            ),  # fmt: skip
-        )
-
-    async def get_run(self, key: SessionKey, run_id: str) -> RunRecord | None:
-        """One run's record, or None."""
-        row = await self._one(
-            "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
-            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
-            " AND r.run_id = %s",
-            (*who(require_key(key, "get_run")), text_key(run_id)),
-        )
-        return None if row is None else self._run(key, row[0])
-
-    async def latest_run(self, key: SessionKey) -> RunRecord | None:
-        """The record written last, or None."""
-        row = await self._one(
-            "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
-            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
-            " ORDER BY r.written DESC LIMIT 1",
-            who(require_key(key, "latest_run")),
-        )
-        return None if row is None else self._run(key, row[0])
-
-    async def list_runs(self, key: SessionKey) -> list[RunRecord]:
-        """Every run record, oldest first (start time, then id)."""
-        rows = await self._all(
-            "SELECT r.record::text FROM {s}.runs r JOIN {s}.sessions s ON s.id = r.session_id"
-            " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s"
-            " ORDER BY r.started_at, r.run_id",
-            who(require_key(key, "list_runs")),
-        )
-        records = [self._run(key, row[0]) for row in rows]
-        return sorted(records, key=lambda record: (record.started_at, record.run_id))
-
-    def _run(self, key: SessionKey, text: str) -> RunRecord:
-        try:
-            return RunRecord.from_json(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
-            where = f"postgresql:{self.schema}.runs[{key.session_id}]"
-            raise CorruptSessionError(f"{where}: cannot decode: {exc}", path=where) from None
 
 
 def from_url(url: str, base: Path | None) -> PostgresStorage:

@@ -213,7 +213,7 @@ class PostgresPool:
             cursor = await conn.execute(self._sql(text), params)
             return await cursor.fetchone()
 
-    async def _all(self, text: str, params: Sequence[object]) -> list[Row]:
+    async def _all(self, text: str, params: Sequence[object] | Mapping[str, object]) -> list[Row]:
         async with self._connection() as conn:
             cursor = await conn.execute(self._sql(text), params)
             return await cursor.fetchall()

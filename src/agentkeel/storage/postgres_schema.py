@@ -17,6 +17,7 @@ The tables (docs/sessions.md documents them for ``psql``)::
     checkpoints  suspended runs, keyed like the session
     tasks        the A2A task index, keyed by (principal, definition, index, task id)
     usage_days   token totals per (principal, UTC day); a context's are on its row
+    memory_scopes, memory_items   memory across conversations (PostgresMemoryStore)
 
 The principal of a session without authentication is stored as ``''`` (a principal is
 never empty), so the key can be a plain unique constraint.
@@ -162,6 +163,38 @@ MIGRATIONS: tuple[Migration, ...] = (
                 reasoning_tokens bigint NOT NULL DEFAULT 0,
                 PRIMARY KEY (principal, day)
             )""",
+        ),
+    ),
+    Migration(
+        4,
+        "memory across conversations: scopes and their items (PostgresMemoryStore)",
+        (
+            """CREATE TABLE {s}.memory_scopes (
+                id bigserial PRIMARY KEY,
+                principal text NOT NULL,
+                agent text NOT NULL,
+                revision bigint NOT NULL DEFAULT 0,
+                UNIQUE (principal, agent)
+            )""",
+            """CREATE TABLE {s}.memory_items (
+                scope_id bigint NOT NULL
+                    REFERENCES {s}.memory_scopes (id) ON DELETE CASCADE,
+                namespace text NOT NULL,
+                key text NOT NULL,
+                text text NOT NULL,
+                value json,
+                created_at timestamptz NOT NULL,
+                updated_at timestamptz NOT NULL,
+                context_id text,
+                source_agent text,
+                run_id text,
+                model text NOT NULL,
+                dimension integer NOT NULL,
+                vector bytea NOT NULL,
+                PRIMARY KEY (scope_id, namespace, key)
+            )""",
+            "CREATE INDEX memory_items_recent ON {s}.memory_items (scope_id, updated_at DESC,"
+            ' namespace COLLATE "C", key COLLATE "C")',
         ),
     ),
 )

@@ -1,7 +1,9 @@
 """The SessionStorage conformance suite, part three: run records.
 
 One record per run, replaced as the run moves on, listed oldest first, kept apart from
-the history (a run record never creates a session) and keyed, never a path.
+the history (a run record never creates a session) and keyed, never a path. A turn's
+record saved with the turn (``append``/``rewrite`` with ``run``) lands with it, and a
+refused turn leaves no record (SPEC guarantee 10).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import cast
 
 import pytest
 
-from agentkeel.errors import StorageError
+from agentkeel.errors import ConcurrentWriteError, StorageError
 from agentkeel.messages import JSONObject
 from agentkeel.storage.base import RunRecord
 from agentkeel.testing.session_storage import KEY, StorageFactory, full_record, turn
@@ -78,3 +80,38 @@ class RunRecordSuite:
         with pytest.raises(StorageError):
             await reopen_storage().put_run(KEY, record)
         assert await reopen_storage().get_run(KEY, "run-1") is None
+
+    async def test_a_turn_saves_its_run_record_with_it(
+        self, reopen_storage: StorageFactory
+    ) -> None:
+        storage = reopen_storage()
+        records = [full_record(f"run-{index}", float(index)) for index in range(4)]
+        assert await storage.append(KEY, turn(0), {"a": 1}, run=records[0]) == 1  # new
+        assert await storage.append(KEY, turn(1), None, run=records[1]) == 2  # saved
+        assert await storage.rewrite(KEY, turn(1), None, run=records[2]) == 3
+        assert await storage.append(KEY, [], None, run=records[3]) == 3  # nothing else
+        reopened = reopen_storage()
+        assert await reopened.list_runs(KEY) == records
+        assert await reopened.latest_run(KEY) == records[3]
+        snapshot = await reopened.load(KEY)
+        assert snapshot is not None and (snapshot.messages, snapshot.state) == (turn(1), {"a": 1})
+
+    async def test_a_refused_turn_leaves_no_run_record(
+        self, reopen_storage: StorageFactory
+    ) -> None:
+        owner_a, owner_b = reopen_storage(), reopen_storage()
+        await owner_a.append(KEY, turn(0), None, fence=1)
+        await owner_b.append(KEY, turn(1), None, fence=2, run=full_record("run-b", 2.0))
+        stale = full_record("run-a", 3.0)
+        for write in (
+            owner_a.append(KEY, turn(2), None, fence=1, run=stale),
+            owner_a.rewrite(KEY, [], None, fence=1, run=stale),
+            owner_a.append(KEY, turn(2), None, expected_version=1, fence=2, run=stale),
+            owner_a.append(KEY, [], None, fence=1, run=stale),
+        ):
+            with pytest.raises(ConcurrentWriteError):
+                await write
+        reopened = reopen_storage()
+        assert await reopened.get_run(KEY, "run-a") is None, "a refused turn's record landed"
+        assert await reopened.latest_run(KEY) == full_record("run-b", 2.0)
+        assert await reopened.version(KEY) == 2

@@ -60,6 +60,8 @@ class Tool:
     """What an approval prompt says the call will do; None shows the input as JSON."""
     secret: frozenset[str] = frozenset()
     """Inputs never shown to a person: hidden in approval prompts and their frames."""
+    expose: bool = False
+    """Let the call's input and output cross the wire (tool frames, every binding)."""
     _validator: type[pydantic.BaseModel] = field(repr=False)
     _injected: dict[str, _Injected] = field(repr=False, default_factory=dict)
 
@@ -144,6 +146,7 @@ def _build(
     timeout: float | None,
     describe: Describe | None,
     secret: frozenset[str],
+    expose: bool,
 ) -> Tool:
     tool_name = name or function.__name__
     if not _NAME.fullmatch(tool_name):
@@ -192,6 +195,7 @@ def _build(
         timeout=timeout,
         describe=describe,
         secret=secret,
+        expose=expose,
         _validator=validator,
         _injected=injected,
     )
@@ -210,6 +214,7 @@ def tool(
     timeout: float | None = None,
     describe: Describe | None = None,
     secret: Iterable[str] = (),
+    expose: bool = False,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -223,6 +228,7 @@ def tool(
     timeout: float | None = None,
     describe: Describe | None = None,
     secret: Iterable[str] = (),
+    expose: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a typed function (sync or async) into a Tool.
 
@@ -240,10 +246,16 @@ def tool(
             Used whenever the call needs approval, also through ``Agent(approve=...)``.
         secret: Names of inputs never shown to a person (a password, a token): hidden
             in approval prompts, in `describe`'s view of the input and in the frames.
+        expose: Put the call's input on its ``tool_call`` frame and its output on its
+            ``tool_result`` frame, and in every binding (SPEC 4, 10), for pages that
+            render what a tool returned. Off by default: inputs and outputs stay on the
+            server. Secret inputs stay hidden either way.
     """
     if isinstance(secret, str):
         raise ConfigurationError("secret takes a list of input names, not one string")
     hidden = frozenset(secret)
+    if not isinstance(expose, bool):
+        raise ConfigurationError("expose takes True or False")
 
     def decorate(fn: ToolFunction) -> Tool:
         return _build(
@@ -254,6 +266,7 @@ def tool(
             timeout=timeout,
             describe=describe,
             secret=hidden,
+            expose=expose,
         )
 
     if function is not None:

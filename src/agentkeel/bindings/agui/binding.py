@@ -1,0 +1,198 @@
+"""The AG-UI 1.0 binding: ``POST /agents/{name}/ag-ui`` takes a RunAgentInput, streams events.
+
+``threadId`` is the contextId. Each run starts with RUN_STARTED and a MESSAGES_SNAPSHOT
+of the server's transcript; then, when the input's last message is a new user message,
+that message is the turn (submitted through the runtime's `RunFacade`, exactly as a
+native turn), and its frames are mapped by `EventMapper`. An input without a new user
+message (a reloaded page, a new ``HttpAgent`` on the thread) gets the snapshot and a
+finished run, and runs nothing.
+
+A run that suspends ends with RUN_FINISHED's interrupt outcome. The next run carries
+``resume`` with one entry for it, which releases the suspended native run; an entry is
+an idempotency key of its own, so an identical resume sent again gets the events of the
+run it released instead of an error (AG-UI's rule; the native wire answers 404 there).
+Errors after the stream started are RUN_ERROR events; a body that is not a RunAgentInput
+and an unknown agent are HTTP errors (``{"error": {"code", "message"}}``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from agentkeel.bindings.agui.events import EventMapper, encode, interrupt_of, run_error
+from agentkeel.bindings.agui.request import InputMessage, RunAgentInput, parse_run_input
+from agentkeel.bindings.agui.snapshot import snapshot_event, transcript_messages
+from agentkeel.bindings.calls import batches, context_key
+from agentkeel.errors import AgentkeelError, InvalidRequestError, StorageError
+from agentkeel.messages import JSONObject, JSONValue
+from agentkeel.runtime.facade import RunFacade
+from agentkeel.runtime.runs import RunJob
+from agentkeel.runtime.wire import SendRequest, interrupt_json
+from agentkeel.storage.base import RunRecord, SessionKey
+
+__all__ = ["AGUIBinding"]
+
+_KEEP_ALIVE = b": keep-alive\n\n"
+
+
+def _error(status: int, code: str, message: str) -> Response:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+class AGUIBinding:
+    """Serves every agent definition of a runtime to AG-UI clients.
+
+    Args:
+        runtime: The runtime's facade (the app's shared `ServerRuntime`).
+    """
+
+    def __init__(self, runtime: RunFacade) -> None:
+        self.runtime = runtime
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        """The binding's route, for the app factory to mount."""
+        return [Route("/agents/{name}/ag-ui", self.run, methods=["POST"])]
+
+    async def run(self, request: Request) -> Response:
+        """``POST /agents/{name}/ag-ui``: one AG-UI run, as server-sent events."""
+        definition = request.path_params["name"]
+        if definition not in self.runtime.framework.definitions:
+            return _error(404, "agent_not_found", f"no agent is named {definition!r}")
+        try:
+            parsed = parse_run_input(json.loads(await request.body()))
+            key = context_key(request, definition, parsed.thread_id)
+        except (ValueError, RecursionError) as exc:
+            message = exc.message if isinstance(exc, InvalidRequestError) else "not JSON"
+            code = exc.code if isinstance(exc, InvalidRequestError) else "invalid_json"
+            return _error(400, code, message)
+        return StreamingResponse(
+            self._events(key, parsed),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    async def _events(self, key: SessionKey, parsed: RunAgentInput) -> AsyncIterator[bytes]:
+        mapper = EventMapper(key.context_id, parsed.run_id)
+        yield encode(mapper.started())
+        try:
+            snapshot = await self._transcript(key)
+            known = {item["id"] for item in snapshot}
+            pending = await self._suspended(key)
+            if pending is not None and isinstance(pending.input, str) and pending.input:
+                # the suspended turn is not committed yet: show what it answers
+                waiting = {"id": f"{pending.run_id}:input", "role": "user"}
+                snapshot.append({**waiting, "content": pending.input})
+            new = parsed.last_user if parsed.resume is None else None
+            if new is not None and new.id in known:
+                new = None  # the client's copy ends with a message the server has
+            if new is not None:
+                snapshot.append({"id": new.id, "role": "user", "content": new.text()})
+            yield encode(snapshot_event(snapshot))
+            job = await self._submit(key, parsed, new)
+        except AgentkeelError as exc:
+            yield encode(run_error(exc.code, _shown(exc)))
+            return
+        if job is None:
+            # nothing to run; a reloaded page learns of an approval still pending
+            waiting_for = [] if pending is None else _record_interrupts(pending)
+            status = "suspended" if waiting_for else "completed"
+            for event in mapper.finished({"status": status}, waiting_for):
+                yield encode(event)
+            return
+        async for chunk in self._follow(key, job, mapper):
+            yield chunk
+
+    async def _suspended(self, key: SessionKey) -> RunRecord | None:
+        """The context's latest run while it waits for a decision."""
+        record = await self.runtime.framework.storage.latest_run(key)
+        return record if record is not None and record.status == "suspended" else None
+
+    async def _transcript(self, key: SessionKey) -> list[JSONObject]:
+        snapshot = await self.runtime.framework.storage.load(key)
+        history = [] if snapshot is None else snapshot.messages
+        return transcript_messages(key.context_id, history)
+
+    async def _submit(
+        self, key: SessionKey, parsed: RunAgentInput, new: InputMessage | None
+    ) -> RunJob | None:
+        """Start the turn: a resume, a new user message, or nothing to run."""
+        if parsed.resume is not None:
+            if len(parsed.resume) != 1:
+                raise InvalidRequestError(
+                    "a run suspends for one interrupt at a time: send one resume entry"
+                )
+            entry = parsed.resume[0]
+            resume: JSONObject = {"interruptId": entry.interrupt_id}
+            if entry.status == "cancelled":
+                resume["cancel"] = True
+            else:
+                resume["decision"] = entry.decision()
+            body: JSONValue = {"contextId": key.context_id, "resume": resume}
+            turn = SendRequest.model_validate(body)
+            idempotency = f"ag-ui-resume:{entry.interrupt_id}"
+        elif new is not None:
+            body = {"contextId": key.context_id, "message": new.text()}
+            turn = SendRequest.model_validate(body)
+            idempotency = f"ag-ui-message:{new.id}"
+        else:
+            return None
+        job, _ = await self.runtime.submit_claimed(
+            key, turn, idempotency_key=idempotency, body=body, sent_context_id=key.context_id
+        )
+        return job
+
+    async def _follow(
+        self, key: SessionKey, job: RunJob, mapper: EventMapper
+    ) -> AsyncIterator[bytes]:
+        if job.channel is None:
+            raise RuntimeError("internal error: a started turn has no channel")
+        async with aclosing(batches(self.runtime, job.channel, job.start_after)) as stream:
+            async for batch in stream:
+                if not batch:
+                    yield _KEEP_ALIVE
+                out: list[bytes] = []
+                for frame in batch:
+                    if frame.get("done") is True:
+                        interrupts = await self._interrupts(key, frame)
+                        out.extend(encode(event) for event in mapper.finished(frame, interrupts))
+                        yield b"".join(out)
+                        return
+                    out.append(mapper.encoded(frame))
+                if out:  # a burst of frames is one write, as on the native wire
+                    yield b"".join(out)
+
+    async def _interrupts(self, key: SessionKey, done: JSONObject) -> list[JSONObject]:
+        """The AG-UI interrupts of a suspended run, bound to their tool calls."""
+        native = done.get("interrupt")
+        if done.get("status") != "suspended" or not isinstance(native, dict):
+            return []
+        call_id = None
+        run_id = done.get("runId")
+        if isinstance(run_id, str):
+            record = await self.runtime.run_record(key, run_id)
+            for item in record.interrupts if record is not None else ():
+                if item.id == native.get("id"):
+                    call_id = item.call_id
+        return [interrupt_of(native, call_id)]
+
+
+def _record_interrupts(record: RunRecord) -> list[JSONObject]:
+    """The AG-UI interrupt a suspended run's record waits for (the first, as natively)."""
+    if not record.interrupts:
+        return []
+    item = record.interrupts[0]
+    return [interrupt_of(interrupt_json(item), item.call_id)]
+
+
+def _shown(exc: AgentkeelError) -> str:
+    """What a client is told of an error: storage details stay in the server's log."""
+    if isinstance(exc, StorageError):
+        return "the server's storage failed; the details are in its log"
+    return exc.message

@@ -1,0 +1,259 @@
+"""A run's native frames in AG-UI 1.0's words, one stateful mapper per run.
+
+- ``token`` frames are one text message (TEXT_MESSAGE_START, _CONTENT, _END) per
+  stretch of text; ``thinking`` frames are a reasoning message (REASONING_START,
+  REASONING_MESSAGE_START, _CONTENT, _END, REASONING_END);
+- ``tool_call`` is TOOL_CALL_START and TOOL_CALL_END, with TOOL_CALL_ARGS (the input as
+  JSON) only for a tool declared ``expose``; its ``tool_result`` is TOOL_CALL_RESULT
+  only for such a tool (the output as JSON): other tools show their name, and their
+  inputs and outputs stay on the server;
+- a swarm member's frames are a subagent: SUBAGENT_STARTED when the member starts
+  speaking, SUBAGENT_FINISHED (or SUBAGENT_ERROR) when another takes over or the run
+  ends, and the member's events carry its ``subagentRunId``;
+- the done frame ends the run: RUN_FINISHED with the success outcome and the usage, the
+  interrupt outcome for a suspended run, the cancelled outcome, or RUN_ERROR.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from agentkeel.messages import JSONObject, JSONValue
+
+__all__ = ["EventMapper", "encode", "interrupt_of", "run_error"]
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def encode(event: Mapping[str, JSONValue]) -> bytes:
+    """One event as an SSE ``data:`` line."""
+    return b"data: %s\n\n" % _ENCODER.encode(event).encode("utf-8")
+
+
+def run_error(code: str, message: str) -> JSONObject:
+    """RUN_ERROR: the run failed or was refused; the message is safe to show."""
+    return {"type": "RUN_ERROR", "message": message, "code": code}
+
+
+def _usage(done: JSONObject) -> list[JSONValue]:
+    counts = done.get("usage")
+    if not isinstance(counts, dict):
+        return []
+    inputs, outputs = counts.get("inputTokens"), counts.get("outputTokens")
+    if not isinstance(inputs, int) or not isinstance(outputs, int):
+        return []
+    usage: JSONObject = {
+        "inputTokens": inputs,
+        "outputTokens": outputs,
+        "totalTokens": inputs + outputs,
+    }
+    if isinstance(reasoning := counts.get("reasoningTokens"), int):
+        usage["reasoningTokens"] = reasoning
+    if isinstance(cached := counts.get("cachedTokens"), int):
+        usage["cachedInputTokens"] = cached
+    return [usage]
+
+
+class EventMapper:
+    """Maps the frames of one AG-UI run (one segment of a native run) to events.
+
+    Args:
+        thread_id: The thread (the contextId).
+        run_id: The AG-UI run id the client chose.
+    """
+
+    def __init__(self, thread_id: str, run_id: str) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self._count = 0
+        self._text: str | None = None
+        self._reasoning: str | None = None
+        self._member: tuple[str, str] | None = None
+        """The swarm member speaking, and its subagent run id."""
+
+    def _id(self, kind: str) -> str:
+        self._count += 1
+        return f"{self.run_id}-{kind}-{self._count}"
+
+    def _attributed(self, event: Mapping[str, JSONValue]) -> JSONObject:
+        """`event`, with the speaking member's subagent run id."""
+        attributed = dict(event)
+        if self._member is not None:
+            attributed["subagentRunId"] = self._member[1]
+        return attributed
+
+    def _close(self) -> list[JSONObject]:
+        events: list[JSONObject] = []
+        if self._text is not None:
+            events.append(self._attributed({"type": "TEXT_MESSAGE_END", "messageId": self._text}))
+            self._text = None
+        if self._reasoning is not None:
+            message = {"messageId": self._reasoning}
+            events.append(self._attributed({"type": "REASONING_MESSAGE_END", **message}))
+            events.append(self._attributed({"type": "REASONING_END", **message}))
+            self._reasoning = None
+        return events
+
+    def _finish_member(self, outcome: JSONObject | None, error: str | None) -> list[JSONObject]:
+        if self._member is None:
+            return []
+        subagent = self._member[1]
+        self._member = None
+        if error is not None:
+            return [{"type": "SUBAGENT_ERROR", "subagentRunId": subagent, "message": error}]
+        event: JSONObject = {"type": "SUBAGENT_FINISHED", "subagentRunId": subagent}
+        if outcome is not None:
+            event["outcome"] = outcome
+        return [event]
+
+    def _switch_member(self, agent: JSONValue) -> list[JSONObject]:
+        name = agent if isinstance(agent, str) else None
+        if name == (self._member[0] if self._member else None):
+            return []
+        events = self._close()
+        events.extend(self._finish_member({"type": "success"}, None))
+        if name is not None:
+            self._member = (name, self._id(f"agent-{name}"))
+            events.append(
+                {"type": "SUBAGENT_STARTED", "subagentRunId": self._member[1], "name": name}
+            )
+        return events
+
+    def encoded(self, frame: JSONObject) -> bytes:
+        """`event` as SSE bytes (empty when the frame shows nothing).
+
+        A token inside an open text message is the same bytes around its text's JSON,
+        so the per-token cost is that of one string, not of a whole event object.
+        """
+        event = frame.get("event")
+        if (
+            self._text is not None
+            and self._member is None
+            and frame.get("agent") is None
+            and isinstance(event, dict)
+            and event.get("type") == "token"
+        ):
+            text = event.get("text")
+            if isinstance(text, str) and text:
+                prefix = b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":%s,"delta":' % (
+                    _ENCODER.encode(self._text).encode("utf-8")
+                )
+                return b"%s%s}\n\n" % (prefix, _ENCODER.encode(text).encode("utf-8"))
+        return b"".join(encode(item) for item in self.event(frame))
+
+    def started(self) -> JSONObject:
+        """RUN_STARTED."""
+        return {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}
+
+    def event(self, frame: JSONObject) -> list[JSONObject]:
+        """The AG-UI events of one native event frame."""
+        event = frame.get("event")
+        if not isinstance(event, dict):
+            return []
+        events = self._switch_member(frame.get("agent"))
+        kind = event.get("type")
+        text = event.get("text")
+        if kind == "token" and isinstance(text, str) and text:
+            if self._text is None:
+                events.extend(self._close())
+                self._text = self._id("text")
+                start = {"type": "TEXT_MESSAGE_START", "messageId": self._text, "role": "assistant"}
+                events.append(self._attributed(start))
+            content = {"type": "TEXT_MESSAGE_CONTENT", "messageId": self._text, "delta": text}
+            events.append(self._attributed(content))
+        elif kind == "thinking" and isinstance(text, str) and text:
+            if self._reasoning is None:
+                events.extend(self._close())
+                self._reasoning = self._id("reasoning")
+                message = {"messageId": self._reasoning}
+                events.append(self._attributed({"type": "REASONING_START", **message}))
+                start = {"type": "REASONING_MESSAGE_START", **message, "role": "reasoning"}
+                events.append(self._attributed(start))
+            delta = {
+                "type": "REASONING_MESSAGE_CONTENT",
+                "messageId": self._reasoning,
+                "delta": text,
+            }
+            events.append(self._attributed(delta))
+        elif kind == "tool_call":
+            events.extend(self._close())
+            call = {"toolCallId": str(event.get("id"))}
+            start = {"type": "TOOL_CALL_START", **call, "toolCallName": str(event.get("name"))}
+            events.append(self._attributed(start))
+            if "input" in event:
+                arguments = json.dumps(event["input"], ensure_ascii=False)
+                events.append(
+                    self._attributed({"type": "TOOL_CALL_ARGS", **call, "delta": arguments})
+                )
+            events.append(self._attributed({"type": "TOOL_CALL_END", **call}))
+        elif kind == "tool_result" and "output" in event:
+            result: JSONObject = {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": self._id("tool"),
+                "toolCallId": str(event.get("id")),
+                "content": json.dumps(event["output"], ensure_ascii=False),
+                "role": "tool",
+            }
+            events.append(self._attributed(result))
+        return events
+
+    def finished(self, done: JSONObject, interrupts: list[JSONObject]) -> list[JSONObject]:
+        """The events that end the run, from its done frame.
+
+        `interrupts` are the AG-UI interrupts of a suspended run (see `interrupt_of`).
+        """
+        events = self._close()
+        status = done.get("status")
+        if status == "failed":
+            error = done.get("error")
+            item = error if isinstance(error, dict) else {}
+            message = str(item.get("message") or "the run failed")
+            events.extend(self._finish_member(None, message))
+            events.append(run_error(str(item.get("code") or "run_failed"), message))
+            return events
+        finished: JSONObject = {"type": "RUN_FINISHED", "threadId": self.thread_id}
+        finished["runId"] = self.run_id
+        if status == "suspended" and interrupts:
+            if self._member is not None:
+                for item in interrupts:
+                    item["subagentRunId"] = self._member[1]
+            ids: list[JSONValue] = [item["id"] for item in interrupts]
+            events.extend(self._finish_member({"type": "suspended", "interruptIds": ids}, None))
+            finished["outcome"] = {"type": "interrupt", "interrupts": list(interrupts)}
+        elif status == "cancelled":
+            events.extend(self._finish_member({"type": "success"}, None))
+            finished["outcome"] = {"type": "cancelled"}
+        else:
+            events.extend(self._finish_member({"type": "success"}, None))
+            finished["outcome"] = {"type": "success"}
+            if "output" in done:
+                finished["result"] = done["output"]
+        if usage := _usage(done):
+            finished["usage"] = usage
+        events.append(finished)
+        return events
+
+
+def interrupt_of(native: JSONValue, call_id: str | None) -> JSONObject:
+    """An AG-UI Interrupt from the native interrupt of a done frame."""
+    item = native if isinstance(native, dict) else {}
+    approval = item.get("kind") == "approval"
+    interrupt: JSONObject = {
+        "id": str(item.get("id")),
+        "reason": "tool_approval" if approval else "input_required",
+    }
+    if isinstance(prompt := item.get("prompt"), str):
+        interrupt["message"] = prompt
+    if call_id is not None:
+        interrupt["toolCallId"] = call_id
+    if approval:
+        interrupt["responseSchema"] = {
+            "type": "object",
+            "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+            "required": ["approved"],
+        }
+    tool = item.get("tool")
+    if isinstance(tool, str):
+        interrupt["metadata"] = {"tool": tool}
+    return interrupt
