@@ -9,7 +9,9 @@ counters, compares, and turns a refusal into `RateLimitedError` (429 with
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
+
+import anyio
 
 from agentkeel.runtime.coordination import LimitCounters
 from agentkeel.runtime.errors import MessageTooLargeError, RateLimitedError
@@ -89,16 +91,10 @@ class Admission:
             self._refuse("streams", f"over {limit} open streams", _STREAM_RETRY_SECONDS)
         return name
 
-    async def held(
-        self, slot: str | None, chunks: AsyncGenerator[bytes, None]
-    ) -> AsyncGenerator[bytes, None]:
-        """`chunks`, giving `slot` back when the stream ends however it ends."""
-        try:
-            async for chunk in chunks:
-                yield chunk
-        finally:
-            await chunks.aclose()
-            if slot is not None:
+    async def release_slot(self, slot: str | None) -> None:
+        """Give back a slot `stream_slot` took (None: nothing was taken)."""
+        if slot is not None:
+            with anyio.CancelScope(shield=True):  # a cancelled stream still gives it back
                 await self.counters.release(slot)
 
     def _refuse(self, reason: str, what: str, wait: float) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -81,8 +82,7 @@ async def stream(request: Request) -> Response | SSEResponse:
     try:
         job = await _start(request, runtime)
     except BaseException:
-        if slot is not None:
-            await runtime.admission.counters.release(slot)
+        await runtime.admission.release_slot(slot)
         raise
     if job.channel is None:
         raise RuntimeError("internal error: a started turn has no channel")
@@ -99,7 +99,8 @@ def _sse(
     """The response of a stream holding `slot`, under the slow-reader limits."""
     limits = runtime.framework.server.limits
     return SSEResponse(
-        runtime.admission.held(slot, chunks),
+        chunks,
+        on_close=partial(runtime.admission.release_slot, slot),
         stall_seconds=limits.stream_stall_seconds,
         on_stalled=lambda: runtime.metrics.refusals.inc("stream_stalled"),
     )

@@ -12,7 +12,7 @@ is closed) and the run goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 
 import anyio
@@ -44,6 +44,7 @@ class SSEResponse:
         stall_seconds: How long one send may wait for a reader that stopped reading
             before the reader is dropped (None: forever).
         on_stalled: Told when a reader is dropped so (the metrics).
+        on_close: Awaited once the response ends, however it ends (a stream slot).
     """
 
     def __init__(
@@ -53,14 +54,23 @@ class SSEResponse:
         *,
         stall_seconds: float | None = None,
         on_stalled: Callable[[], None] = lambda: None,
+        on_close: Callable[[], Awaitable[None]] | None = None,
     ):
         self.chunks = chunks
         self.headers = [*_SSE_HEADERS, *headers]
         self.stall_seconds = stall_seconds
         self.on_stalled = on_stalled
+        self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Send the headers, then every chunk, until the end or the client's disconnect."""
+        try:
+            await self._stream(receive, send)
+        finally:
+            if self.on_close is not None:
+                await self.on_close()
+
+    async def _stream(self, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.headers})
         async with anyio.create_task_group() as group:
 
