@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import secrets
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -227,6 +228,22 @@ async def kill_rounds(
 # -- load ---------------------------------------------------------------------------------
 
 
+async def _send(client: httpx.AsyncClient, body: Mapping[str, object]) -> httpx.Response:
+    """POST a turn with an Idempotency-Key, retried when the connection broke.
+
+    A keep-alive connection the server closed as the client reused it is a transport
+    error, not a lost turn: the retry with the same key finds the first attempt's run.
+    """
+    headers = {"Idempotency-Key": secrets.token_hex(8)}
+    for attempt in range(3):
+        try:
+            return await client.post(SEND, json=body, headers=headers)
+        except httpx.TransportError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 @dataclass(slots=True)
 class LoadFigures:
     """What the load part checked."""
@@ -242,14 +259,18 @@ async def load(
 ) -> LoadFigures:
     """`concurrent` turns at once on one context, then `contexts` contexts at once."""
     figures = LoadFigures()
-    limits = httpx.Limits(max_connections=parallel + 10, max_keepalive_connections=parallel + 10)
+    limits = httpx.Limits(
+        max_connections=parallel + 10,
+        max_keepalive_connections=parallel + 10,
+        keepalive_expiry=1.0,  # well before the server's 5 s, so it rarely closes one in use
+    )
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         replies: dict[int, str] = {}
 
         async def one(index: int) -> None:
             started = time.monotonic()
             body = {"message": f"one-{index}", "contextId": "crowded"}
-            answer = await client.post(SEND, json=body)
+            answer = await _send(client, body)
             assert answer.status_code == 200, answer.text
             replies[index] = str(answer.json()["text"])
             figures.latencies.append(time.monotonic() - started)
@@ -260,7 +281,7 @@ async def load(
         assert replies == {index: f"echo: one-{index}" for index in range(concurrent)}, (
             "a reply is not its own request's"
         )
-        history = await client.post(SEND, json={"message": "history", "contextId": "crowded"})
+        history = await _send(client, {"message": "history", "contextId": "crowded"})
         stored = str(history.json()["text"]).split("|")
         assert stored[-1] == "history"
         assert sorted(stored[:-1]) == sorted(f"one-{index}" for index in range(concurrent)), (
@@ -276,12 +297,12 @@ async def load(
                 for turn in range(2):
                     started = time.monotonic()
                     body = {"message": f"c{index}-t{turn}", "contextId": context_id}
-                    answer = await client.post(SEND, json=body)
+                    answer = await _send(client, body)
                     assert answer.status_code == 200, answer.text
                     assert answer.json()["text"] == f"echo: c{index}-t{turn}"
                     figures.latencies.append(time.monotonic() - started)
             async with slots:
-                seen = await client.post(SEND, json={"message": "history", "contextId": context_id})
+                seen = await _send(client, {"message": "history", "contextId": context_id})
             assert seen.json()["text"] == f"c{index}-t0|c{index}-t1|history", (
                 f"the transcript of {context_id} is not what its client sent"
             )
@@ -344,9 +365,10 @@ async def memory(
                 context_id = f"steady-{worker}-{turn % 20}"
                 text = "pause 0.01" if turn % 3 == 0 else f"t{turn}"
                 started = time.monotonic()
-                answer = await client.post(SEND, json={"message": text, "contextId": context_id})
+                body = {"message": text, "contextId": context_id}
+                answer = await client.post(SEND, json=body)
                 assert answer.status_code == 200, answer.text
-                if turn % 20 == 0:  # keep each history short: the load stays steady
+                if (turn // 20) % 10 == 9:  # each history at most 10 turns: a steady load
                     await client.delete(f"/agents/scripted/contexts/{context_id}")
                 figures.latencies.append(time.monotonic() - started)
                 figures.turns += 1
