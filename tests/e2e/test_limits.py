@@ -175,3 +175,16 @@ def test_limits_are_loaded() -> None:
     assert loaded.turns_per_minute_per_context == 10
     assert loaded.turns_per_minute_per_principal is None
     assert loaded.body_timeout_seconds == 2.0
+
+
+async def test_the_openai_binding_answers_limits_in_its_own_shape(start: Start) -> None:
+    with start({"turnsPerMinutePerPrincipal": 1}) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+            first = await client.post("/v1/chat/completions", json=body)
+            assert first.status_code == 200, first.text
+            refused = await client.post("/v1/chat/completions", json=body)
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["code"] == "rate_limited"
+            assert refused.json()["error"]["type"] == "rate_limit_error"
+            assert 1 <= int(refused.headers["retry-after"]) <= 60
