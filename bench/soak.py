@@ -60,6 +60,16 @@ def postgres_url() -> str | None:
     return f"{dsn}?schema=soak_{secrets.token_hex(4)}"
 
 
+def drop_schema(url: str) -> None:
+    """Drop the soak's schema (named in `url`) from the database."""
+    import psycopg
+    from psycopg import sql
+
+    dsn, _, schema = url.partition("?schema=")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 async def main(kills: int, seconds: float, warmup: float, form: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
@@ -70,7 +80,10 @@ async def main(kills: int, seconds: float, warmup: float, form: str) -> None:
         pg = postgres_url()
         if pg is not None:
             (folder / "pg").mkdir()
-            killed.append(await kill_rounds(folder / "pg", kills, storage=pg))
+            try:
+                killed.append(await kill_rounds(folder / "pg", kills, storage=pg))
+            finally:
+                drop_schema(pg)
         else:
             print("PostgreSQL does not answer: kills on the file backend only")
         (folder / "load").mkdir()
@@ -130,4 +143,7 @@ if __name__ == "__main__":
     kills = args.kills or (6 if args.short else 200)
     minutes = args.minutes or (0.5 if args.short else 30.0)
     seconds = minutes * 60
-    anyio.run(main, kills, seconds, min(seconds / 3, 120.0), "short" if args.short else "long")
+    form = "short" if args.short else "long"
+    if (args.kills or args.minutes) and not args.short:
+        form = f"partial-{kills}kills-{minutes:g}min"  # never mistaken for the long form
+    anyio.run(main, kills, seconds, min(seconds / 3, 120.0), form)
