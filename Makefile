@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JS := clients/js
 PAGE := src/agentkeel/server/static/index.html
 
-.PHONY: install run test test-python test-js js-deps mcp-servers chromium lint typecheck fmt bench soak clean
+.PHONY: install run test test-python test-js js-deps mcp-servers chromium lint typecheck fmt bench soak clean fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,13 @@ chromium:
 test-js: $(STAMP) js-deps chromium
 	cd $(JS) && npm run typecheck && npm run build && npm test && \
 		AGENTKEEL_SERVE="$(CURDIR)/$(BIN)/agentkeel serve" npm run test:browser
+
+# The long form of the wire fuzzing (tests/fuzz): more than 10,000 generated requests.
+# FUZZ_SEED=<n> replays a run; the seed is printed in pytest's header either way.
+FUZZ_EXAMPLES ?= 300
+fuzz: $(STAMP)
+	AGENTKEEL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) AGENTKEEL_FUZZ_SEED=$(FUZZ_SEED) \
+		$(BIN)/python -m pytest tests/fuzz -q -p no:cacheprovider -o timeout=3600
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -13,7 +13,8 @@ on loopback, and the load generator (httpx) runs in this process:
   the cost of the disk writes (on ext4 creating a file costs 0.3-0.6 ms of kernel CPU,
   which is why the file backend creates none per turn);
 - one row per binding of SPEC 10 (ak-openai: a streamed Chat Completion in a
-  conversation kept by X-Conversation-Id; ak-agui: an AG-UI run, its snapshot included),
+  conversation kept by X-Conversation-Id; ak-agui: an AG-UI run, its snapshot included;
+  ak-ai-sdk: a `DefaultChatTransport` turn, its UI message stream read to ``[DONE]``),
   the ak-memory server answering in that protocol, compared with ak-memory (target:
   within 1.3x of the native wire).
 
@@ -61,7 +62,8 @@ MEMORY = "ak-memory"
 POSTGRES = "ak-postgres"
 OPENAI = "ak-openai"
 AGUI = "ak-agui"
-BINDINGS = (OPENAI, AGUI)
+AI_SDK = "ak-ai-sdk"
+BINDINGS = (OPENAI, AGUI, AI_SDK)
 """Scenarios served by the ak-memory server, through another binding."""
 SCENARIOS = ("floor", "agentkeel", MEMORY, POSTGRES, *BINDINGS)
 POSTGRES_ENV = "AGENTKEEL_BENCH_POSTGRES"
@@ -236,6 +238,14 @@ def _request(scenario: str, context_id: str) -> tuple[str, JSONObject, dict[str,
         message: JSONObject = {"id": os.urandom(8).hex(), "role": "user", "content": "go"}
         body = {"threadId": context_id, "runId": os.urandom(8).hex(), "messages": [message]}
         return "/agents/bench/ag-ui", body, {}, '"RUN_FINISHED"'
+    if scenario == AI_SDK:
+        message = {
+            "id": os.urandom(8).hex(),
+            "role": "user",
+            "parts": [{"type": "text", "text": "go"}],
+        }
+        body = {"id": context_id, "messages": [message], "trigger": "submit-message"}
+        return "/agents/bench/ai-sdk", body, {}, "[DONE]"
     return "/agents/bench/stream", {"message": "go", "contextId": context_id}, {}, '"done":true'
 
 
@@ -413,6 +423,38 @@ def main() -> None:
             f"PostgreSQL round trips per plain turn: {trips[0]:.0f} (median of 20, warm"
             f" context; target <= 2); the first turn of a new context: {trips[1]}"
         )
+    transcript_rows(postgres, f"{schema}_pages")
+
+
+def transcript_rows(postgres: str, schema: str) -> None:
+    """The transcript row: a page of 10 and of 10,000 messages, files and PostgreSQL."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # `make bench` runs with -P
+    from _transcript import TranscriptFigures, file_marks, fill_histories, report_pages, run_pages
+
+    rows: list[TranscriptFigures] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "transcript"
+        marks = file_marks(folder)
+        process, url = start_server("agentkeel", folder)
+        try:
+            rows += run_pages(url, "agentkeel", marks, lambda: process_cpu(process.pid))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    if postgres:
+        from agentkeel.storage.postgres import from_url
+
+        joiner = "&" if "?" in postgres else "?"
+        os.environ[POSTGRES_ENV] = f"{postgres}{joiner}schema={schema}"
+        marks = anyio.run(fill_histories, from_url(os.environ[POSTGRES_ENV], None))
+        process, url = start_server(POSTGRES, Path(tempfile.gettempdir()))
+        try:
+            rows += run_pages(url, POSTGRES, marks, lambda: process_cpu(process.pid))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            _drop_schema(postgres, schema)
+    report_pages(rows)
 
 
 def _listening(port: int) -> bool:

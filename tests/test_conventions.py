@@ -153,10 +153,11 @@ def test_the_bindings_depend_on_the_runtime_never_on_each_other() -> None:
 def test_the_spec10_bindings_use_the_runtime_facade_only() -> None:
     for target in ("agentkeel.server", "agentkeel.a2a"):
         assert _importers("bindings", target) == []
-    # each binding stands alone, and only the app factory mounts them
+    # each binding stands alone; only the app factory mounts them, and only the OpenAPI
+    # document reads their request models, to describe them
     assert _importers("bindings/openai", "agentkeel.bindings.agui") == []
     assert _importers("bindings/agui", "agentkeel.bindings.openai") == []
-    assert _importers("server", "agentkeel.bindings") == ["server/app.py"]
+    assert _importers("server", "agentkeel.bindings") == ["server/app.py", "server/openapi.py"]
     assert _importers("a2a", "agentkeel.bindings") == []
     assert _importers("runtime", "agentkeel.bindings") == []
 

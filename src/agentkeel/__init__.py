@@ -63,6 +63,7 @@ from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
 from agentkeel.multiagent import Swarm, SwarmResult, SwarmSession
 from agentkeel.result import AgentResult, ToolCallRecord, Usage
+from agentkeel.rewind import Rewind
 from agentkeel.servable import Servable
 from agentkeel.session import SessionHome, SessionManager
 from agentkeel.state import AgentState, InvocationState, SharedState
@@ -116,6 +117,7 @@ __all__ = [
     "OutputInvalidError",
     "Reject",
     "RestoreRequiredError",
+    "Rewind",
     "RunContext",
     "RunEvent",
     "RunInProgressError",

@@ -42,7 +42,8 @@ from agentkeel.messages import JSONValue, Message
 from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
 from agentkeel.output import OutputType
-from agentkeel.result import AgentResult, ErrorInfo, RunStatus, stop_reason
+from agentkeel.result import AgentResult, RunStatus, run_error, stop_reason
+from agentkeel.rewind import Rewind
 from agentkeel.run_state import RunState
 from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
 from agentkeel.session import SessionHome, SessionManager
@@ -156,6 +157,7 @@ class Agent(ServableFront[AgentResult]):
         self._suspended: RunState | None = None
         self._restored = False
         self._scope: anyio.CancelScope | None = None
+        self._drop = False  # the run in progress is cancelled to be dropped (`cancel`)
         self._init_front()
 
     # -- public API ---------------------------------------------------------------------
@@ -204,21 +206,37 @@ class Agent(ServableFront[AgentResult]):
             return ()
         return tuple(p.interrupt for p in self._suspended.pending)
 
-    def cancel(self) -> bool:
+    def cancel(self, *, drop: bool = False) -> bool:
         """Cancel the run in progress; it ends ``cancelled`` with a valid history.
+
+        Args:
+            drop: Leave the whole turn out of the history, as if it was never sent
+                (a server's ``rollback``); its run record still says what it did.
 
         Returns False when nothing was running.
         """
         if self._scope is None:
             return False
+        self._drop = self._drop or drop
         self._scope.cancel()
         return True
 
     # -- the run ------------------------------------------------------------------------
 
+    async def rewind_async(
+        self,
+        rewind: Rewind,
+        *,
+        on_event: EventHandler = lambda event: None,
+        run_id: str | None = None,
+        on_start: RunStart | None = None,
+    ) -> AgentResult:
+        """Run a turn that first cuts the history: an edit or a regenerate (`Rewind`)."""
+        return await self._execute(rewind, None, InvocationState(), on_event, run_id, on_start)
+
     async def _execute(
         self,
-        prompt: str | Message | None,
+        prompt: str | Message | Rewind | None,
         resume: tuple[str, Decision] | None,
         invocation_state: InvocationState,
         emit: EventHandler,
@@ -226,6 +244,7 @@ class Agent(ServableFront[AgentResult]):
         on_start: RunStart | None,
     ) -> AgentResult:
         async with self._lock:
+            self._drop = False
             await self.restore()
             if resume is None:
                 run = self._begin(prompt, run_id or new_run_id())
@@ -289,7 +308,7 @@ class Agent(ServableFront[AgentResult]):
             tools=tools,
             approve=self.approve,
             system_prompt=self.system_prompt,
-            history=self.messages,
+            history=self.messages if run.cut is None else self.messages[: run.cut],
             conversation_manager=self.conversation_manager,
             hooks=self.hooks,
             middleware=self.middleware,
@@ -305,13 +324,15 @@ class Agent(ServableFront[AgentResult]):
             return self.session_manager.meter(self.budgets)
         return UsageMeter(self.budgets) if self.budgets.any else None
 
-    def _begin(self, prompt: str | Message | None, run_id: str) -> RunState:
+    def _begin(self, prompt: str | Message | Rewind | None, run_id: str) -> RunState:
         if self._suspended is not None:
             first = self._suspended.pending[0].interrupt
             raise InterruptPendingError(
                 f"the conversation waits for a decision on interrupt {first.id}",
                 interrupt_id=first.id,
             )
+        if isinstance(prompt, Rewind):
+            return prompt.begin(self.messages, run_id)
         message = prompt_message(prompt)
         return RunState(
             run_id=run_id, input=message.text, started_at=time.time(), messages=[message]
@@ -320,11 +341,8 @@ class Agent(ServableFront[AgentResult]):
     def _apply_decision(self, interrupt_id: str, decision: Decision) -> RunState:
         """Validate a decision against the suspended run; nothing changes if it is refused."""
         run = self._suspended
-        match = (
-            None
-            if run is None
-            else next((p for p in run.pending if p.interrupt.id == interrupt_id), None)
-        )
+        pending = () if run is None else run.pending
+        match = next((p for p in pending if p.interrupt.id == interrupt_id), None)
         if run is None or match is None:
             raise InterruptNotFoundError(f"no pending interrupt has the id {interrupt_id!r}")
         check_decision(match.interrupt, decision)
@@ -341,11 +359,11 @@ class Agent(ServableFront[AgentResult]):
             for pending in run.pending:
                 pending.decision = None
             close_step(run, missing="cancelled before the tool finished")
-        commit = status != "suspended" and answered
-        new_messages = list(run.messages) if commit else []
+        commit = status != "suspended" and answered and not (self._drop and status == "cancelled")
+        new_messages = [replace(m, run_id=run.run_id) for m in run.messages] if commit else []
         rewrite = False
         if commit:
-            self.messages.extend(new_messages)
+            self.messages[len(self.messages) if run.cut is None else run.cut :] = new_messages
             trimmed = self.conversation_manager.trim(self.messages)
             if trimmed is not None:
                 self.messages[:] = trimmed
@@ -359,13 +377,7 @@ class Agent(ServableFront[AgentResult]):
             usage=run.usage,
             messages=tuple(new_messages),
             interrupts=tuple(p.interrupt for p in run.pending) if status == "suspended" else (),
-            error=outcome.error
-            if status == "failed"
-            else (
-                ErrorInfo(code="cancelled", message="the run was cancelled")
-                if status == "cancelled"
-                else None
-            ),
+            error=run_error(status, outcome.error),
             context_id=self.context_id,
             agent=self.name,
             output=outcome.output if status == "completed" else None,

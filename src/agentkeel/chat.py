@@ -7,12 +7,15 @@ questions (the prompt, ``! Run delete_file: Delete the file notes.txt``, then ``
 delete_file? [y/N]`` and ``Reason:`` when refused; an input
 interrupt asks its own prompt) whose answers resume the run.
 
-Ctrl-C while waiting for an answer stops *waiting*, not the run: the run goes on on
-the server, the context is kept, and the next prompt works (a turn sent meanwhile
-waits in line behind it). If the abandoned run stopped at a question, the next message
-is refused with ``interrupt_pending``; the chat then fetches that question with
+Ctrl-C during a reply stops the run *on the server* (`AsyncAgentClient.cancel`): the
+model call and the tools stop there, the run ends ``cancelled`` with a valid history,
+and the chat shows its end; a second Ctrl-C (or a cancel the server could not take)
+stops waiting at once. If a run nobody listened to stopped at a question, the next
+message is refused with ``interrupt_pending``; the chat then fetches that question with
 `AsyncAgentClient.follow` and asks it. Ctrl-C or Ctrl-D at a prompt ends the chat.
-Errors are one line, never a traceback.
+Lines starting with ``/`` are commands (`agentkeel.chat_commands`: ``/history``,
+``/list``, ``/switch``, ``/fork``, ``/retry``, ``/edit``). Errors are one line, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import anyio.lowlevel
 import httpx
 from anyio.abc import TaskGroup
 
+from agentkeel.chat_commands import ChatCommands
 from agentkeel.client import (
     AsyncAgentClient,
     ClientStreamItem,
@@ -53,7 +57,8 @@ __all__ = ["run_chat"]
 _EXIT_WORDS = frozenset({"exit", "quit"})
 _DIM, _RESET, _CLEAR_LINE = "\033[2m", "\033[0m", "\r\033[K"
 _SPINNER = "|/-\\"
-_STOPPED = "  (stopped waiting: the run goes on on the server, and the context is kept)\n"
+_STOPPED = "  (stopped waiting: the context is kept)\n"
+_CANCELLING = "  (stopping the run on the server)\n"
 Stream = AsyncGenerator[ClientStreamItem, None]
 
 
@@ -124,6 +129,10 @@ class _Conversation:
         self._term = term
         self._scope: anyio.CancelScope | None = None
         self._group: TaskGroup | None = None
+        self._turning = False
+        """A reply is streaming: Ctrl-C cancels its run on the server."""
+        self._cancelling = False
+        self._commands = ChatCommands(client, term, self._converse)
 
     async def run(self) -> None:
         async with anyio.create_task_group() as self._group:
@@ -137,8 +146,22 @@ class _Conversation:
     async def _watch_ctrl_c(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT) as signals:
             async for _ in signals:
-                if self._scope is not None:
+                if self._turning and not self._cancelling and self._group is not None:
+                    self._cancelling = True
+                    self._group.start_soon(self._cancel_on_server)
+                elif self._scope is not None:
                     self._scope.cancel()
+
+    async def _cancel_on_server(self) -> None:
+        """Ctrl-C in a reply: stop its run on the server; the stream shows its end."""
+        try:
+            await self._client.cancel()
+        except (AgentkeelError, httpx.HTTPError):  # nothing to stop there: stop waiting
+            if self._scope is not None:
+                self._scope.cancel()
+            return
+        self._term.end_line()
+        self._term.write(_CANCELLING)
 
     async def _loop(self) -> None:
         while True:
@@ -148,14 +171,24 @@ class _Conversation:
                 return
             if not line.strip():
                 continue
-            result = await self._turn(partial(self._client.stream, line.strip()))
-            while result is not None and result.interrupt is not None:
-                decision = await self._decide(result.interrupt)
-                if decision is None:
-                    self._term.write(f"bye (the question stays open in {result.context_id})\n")
-                    return
-                resume = partial(self._client.resume_stream, result.interrupt.id, decision)
-                result = await self._turn(resume)
+            if line.strip().startswith("/"):
+                await self._commands.handle(line)
+                continue
+            result = await self._converse(partial(self._client.stream, line.strip()))
+            if result is not None and result.interrupt is not None:
+                self._term.write(f"bye (the question stays open in {result.context_id})\n")
+                return
+
+    async def _converse(self, open_stream: Callable[[], Stream]) -> SendResult | None:
+        """One turn and the questions it asks; a result still suspended: the person left."""
+        result = await self._turn(open_stream)
+        while result is not None and result.interrupt is not None:
+            decision = await self._decide(result.interrupt)
+            if decision is None:
+                return result
+            resume = partial(self._client.resume_stream, result.interrupt.id, decision)
+            result = await self._turn(resume)
+        return result
 
     async def _ask(self, prompt: str) -> str | None:
         """One line from the person; None at the end of input or on Ctrl-C."""
@@ -195,7 +228,7 @@ class _Conversation:
         """Show one turn; None when it failed or Ctrl-C stopped the wait."""
         result: SendResult | None = None
         with anyio.CancelScope() as scope:
-            self._scope = scope
+            self._scope, self._turning, self._cancelling = scope, True, False
             if self._group is not None:
                 self._term.start_spinner(self._group)
             try:
@@ -207,7 +240,7 @@ class _Conversation:
                     result = await self._term.show(self._client.follow(), quiet=True)
             except (AgentkeelError, httpx.HTTPError) as exc:
                 self._term.error(exc)
-        self._scope = None
+        self._scope, self._turning = None, False
         if scope.cancelled_caught:
             self._term.write(_STOPPED)
         self._term.show_context()
@@ -226,7 +259,8 @@ class _Terminal(Terminal):
         self.write(f"agentkeel chat: agent {agent!r} at {url}\n")
         if context_id is not None:
             self.write(f"context: {context_id}\n")
-        self.write('Type "exit" or press Ctrl-D to quit; Ctrl-C stops waiting for a reply.\n\n')
+        self.write('Type "exit" or press Ctrl-D to quit, /help for commands; ')
+        self.write("Ctrl-C stops a reply.\n\n")
 
     def learn(self, context_id: str) -> None:
         """The client's `on_context`: the id is shown once the turn is over."""

@@ -46,6 +46,7 @@ from agentkeel.multiagent import SwarmLimits
 from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
+from agentkeel.runtime.coordination_registry import coordination_url
 from agentkeel.server_settings import A2ASettings, LimitSettings, Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.configured import configured_stores
@@ -104,6 +105,7 @@ class FrameworkLoader:
             if parsed.memory is None
             else load_memory(parsed.memory, self.base, storage, self.source),
             source=self.source,
+            coordination=coordination_url(parsed.coordination, storage, self.error),
         )
 
     def check_names(self, parsed: FrameworkFile) -> None:

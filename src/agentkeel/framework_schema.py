@@ -181,8 +181,9 @@ class ServerConfig(StrictConfig):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8000, ge=0, le=65535)
     ui: bool = True
+    transcript: bool = True
     max_body_bytes: int = Field(default=1_048_576, ge=1)
-    concurrency: Literal["queue", "reject"] = "queue"
+    concurrency: Literal["queue", "reject", "interrupt", "rollback"] = "queue"
     cors: list[str] = []
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0)
@@ -216,6 +217,7 @@ class FrameworkFile(StrictConfig):
     session_dir: str | None = Field(default=None, min_length=1)
     checkpointer: CheckpointerConfig | None = None
     storage: str | EnvSecret | None = None
+    coordination: str | EnvSecret | None = None
     max_contexts: int = Field(default=1000, ge=1)
     server: ServerConfig = ServerConfig()
     retention: RetentionConfig = RetentionConfig()

@@ -39,5 +39,7 @@ class Framework:
     usage: UsagePolicy = field(default_factory=UsagePolicy)  # budgets and prices
     memory: Memory | None = None
     """Memory across conversations (SPEC 12, docs/memory.md); None turns it off."""
+    coordination: str | None = field(default=None, repr=False)  # a URL may hold a password
+    """What replicas share (SPEC 11): a ``redis://`` or ``postgresql://`` URL; None: one process."""
     source: str = "<code>"
     """The file the framework came from, for messages."""

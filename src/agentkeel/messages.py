@@ -9,6 +9,8 @@ modules map that onto their own wire shapes.
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, cast
@@ -19,6 +21,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "JSONObject",
     "JSONValue",
+    "MESSAGE_ID_PATTERN",
     "Message",
     "MessageDecodeError",
     "Part",
@@ -33,7 +36,9 @@ __all__ = [
     "message_to_json",
     "messages_from_json",
     "messages_to_json",
+    "new_message_id",
     "open_tool_calls",
+    "position_message_id",
 ]
 
 JSONValue: TypeAlias = pydantic.JsonValue
@@ -44,6 +49,23 @@ SCHEMA_VERSION = 1
 """Version of the stored message shape; every stored document records it."""
 
 Role = Literal["user", "assistant"]
+
+MESSAGE_ID_PATTERN = re.compile(r"^msg-[0-9a-f]{24}$")
+"""A message id (SPEC section 3): ``msg-`` and 24 lowercase hex characters."""
+
+
+def new_message_id() -> str:
+    """A fresh message id (96 random bits), minted when a message is created."""
+    return "msg-" + secrets.token_hex(12)
+
+
+def position_message_id(position: int) -> str:
+    """The id of a message stored before ids existed: its position in the history, in hex.
+
+    Stable because a history only grows at its end or is cut off after a position, and
+    because the first rewrite of such a history stores the ids it was loaded with.
+    """
+    return f"msg-{position:024x}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +115,14 @@ class Message:
 
     role: Role
     parts: tuple[Part, ...]
+    id: str = field(default_factory=new_message_id, compare=False)
+    """Stable across restarts and replicas, what a transcript names the message by.
+
+    Left out of equality (two messages saying the same thing are equal) and never sent
+    to a model provider (provider modules map parts, not messages).
+    """
+    run_id: str | None = field(default=None, compare=False)
+    """The run that committed the message (set when its turn commits), for transcripts."""
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -182,12 +212,32 @@ def _part_from_json(data: object) -> Part:
 
 
 def message_to_json(message: Message) -> JSONObject:
-    """Encode one message as a JSON object."""
-    return {"role": message.role, "parts": [_part_to_json(part) for part in message.parts]}
+    """Encode one message as a JSON object (with its id, for storage; not for providers)."""
+    data: JSONObject = {
+        "id": message.id,
+        "role": message.role,
+        "parts": [_part_to_json(part) for part in message.parts],
+    }
+    if message.run_id is not None:
+        data["run_id"] = message.run_id
+    return data
 
 
-def message_from_json(data: object) -> Message:
-    """Decode one message; raises MessageDecodeError on any shape error."""
+def _message_id(data: Mapping[str, object], position: int | None) -> str:
+    value = data.get("id")
+    if value is None:
+        return new_message_id() if position is None else position_message_id(position)
+    if not isinstance(value, str) or not MESSAGE_ID_PATTERN.fullmatch(value):
+        raise MessageDecodeError("field 'id' must match ^msg-[0-9a-f]{24}$")
+    return value
+
+
+def message_from_json(data: object, *, position: int | None = None) -> Message:
+    """Decode one message; raises MessageDecodeError on any shape error.
+
+    A message stored before ids existed gets `position_message_id(position)` when its
+    position in the history is given, and a fresh id otherwise.
+    """
     if not isinstance(data, dict):
         raise MessageDecodeError("a message must be an object")
     role = data.get("role")
@@ -196,7 +246,15 @@ def message_from_json(data: object) -> Message:
     parts = data.get("parts")
     if not isinstance(parts, list):
         raise MessageDecodeError("field 'parts' must be a list")
-    return Message(role=role, parts=tuple(_part_from_json(part) for part in parts))
+    run_id = data.get("run_id")
+    if run_id is not None and not isinstance(run_id, str):
+        raise MessageDecodeError("field 'run_id' must be a string")
+    return Message(
+        role=role,
+        parts=tuple(_part_from_json(part) for part in parts),
+        id=_message_id(data, position),
+        run_id=run_id,
+    )
 
 
 def messages_to_json(messages: Iterable[Message]) -> list[JSONValue]:
@@ -204,11 +262,11 @@ def messages_to_json(messages: Iterable[Message]) -> list[JSONValue]:
     return [message_to_json(message) for message in messages]
 
 
-def messages_from_json(data: object) -> list[Message]:
-    """Decode a history."""
+def messages_from_json(data: object, *, start: int = 0) -> list[Message]:
+    """Decode a history (or the part of one from position `start` on)."""
     if not isinstance(data, list):
         raise MessageDecodeError("a history must be a list")
-    return [message_from_json(item) for item in data]
+    return [message_from_json(item, position=start + i) for i, item in enumerate(data)]
 
 
 def dumps_message(message: Message) -> str:
@@ -216,13 +274,13 @@ def dumps_message(message: Message) -> str:
     return json.dumps(message_to_json(message), ensure_ascii=False, separators=(",", ":"))
 
 
-def loads_message(line: str | bytes) -> Message:
-    """Decode one JSONL line."""
+def loads_message(line: str | bytes, *, position: int | None = None) -> Message:
+    """Decode one JSONL line (`position` as for `message_from_json`)."""
     try:
         data = json.loads(line)
     except ValueError as exc:
         raise MessageDecodeError(f"not JSON: {exc}") from exc
-    return message_from_json(data)
+    return message_from_json(data, position=position)
 
 
 def open_tool_calls(messages: Sequence[Message]) -> list[ToolCallPart]:

@@ -161,6 +161,17 @@ def stop_reason(status: RunStatus, model_reason: str = "end_turn") -> str:
     return model_reason
 
 
+CANCELLED_ERROR = ErrorInfo(code="cancelled", message="the run was cancelled")
+"""The error a cancelled run reports, the same for an Agent and a Swarm."""
+
+
+def run_error(status: RunStatus, failure: ErrorInfo | None) -> ErrorInfo | None:
+    """The error a result carries: the failure when it failed, the cancel when cancelled."""
+    if status == "failed":
+        return failure
+    return CANCELLED_ERROR if status == "cancelled" else None
+
+
 class RunResultFront:
     """What AgentResult and SwarmResult read the same way from their fields.
 

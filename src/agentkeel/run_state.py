@@ -84,6 +84,9 @@ class RunState:
     """Outcomes of the current step's calls that have finished."""
     pending: list[PendingCall] = field(default_factory=list)
     stop_reason: str = "end_turn"
+    cut: int | None = None
+    """For an edit or a regenerate: how many messages of the history the run keeps (it
+    sees only those, and its commit drops the rest); None keeps them all."""
 
     def ordered_records(self) -> tuple[ToolCallRecord, ...]:
         """The tool call records in the model's call order (not completion order)."""
@@ -107,6 +110,7 @@ class RunState:
             },
             "pending": [p.to_json() for p in self.pending],
             "stop_reason": self.stop_reason,
+            "cut": self.cut,
         }
 
     @classmethod
@@ -120,8 +124,11 @@ class RunState:
         ]
         started = data["started_at"]
         step = data["step"]
+        cut = data.get("cut")
         if not isinstance(started, int | float) or not isinstance(step, int):
             raise ValueError("malformed run state")
+        if cut is not None and (not isinstance(cut, int) or isinstance(cut, bool) or cut < 0):
+            raise ValueError("malformed run state: cut")
         return cls(
             run_id=str(data["run_id"]),
             input=data.get("input"),
@@ -148,4 +155,5 @@ class RunState:
                 for p in cast(list[JSONValue], data.get("pending") or [])
             ],
             stop_reason=str(data.get("stop_reason") or "end_turn"),
+            cut=cut,
         )

@@ -7,11 +7,14 @@ code which only reads settings does not depend on how a file is parsed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeAlias
 
 from agentkeel.auth_settings import AuthSettings
 
-__all__ = ["A2ASettings", "LimitSettings", "Retention", "ServerSettings"]
+__all__ = ["A2ASettings", "ConcurrencyPolicy", "LimitSettings", "Retention", "ServerSettings"]
+
+ConcurrencyPolicy: TypeAlias = Literal["queue", "reject", "interrupt", "rollback"]
+"""``server.concurrency``, and a turn's own ``multitask`` (SPEC 5)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,9 +60,14 @@ class ServerSettings:
     port: int = 8000
     ui: bool = True
     """Serve the demo chat page at ``/`` (it is bundled in the package); false turns it off."""
+    transcript: bool = True
+    """Serve a conversation's messages (SPEC 3); false answers 404 and leaves titles empty,
+    for deployments that want nothing of a history on the wire."""
     max_body_bytes: int = 1_048_576
-    concurrency: Literal["queue", "reject"] = "queue"
-    """A turn on a busy context waits in line (``queue``) or gets ``409 context_busy``."""
+    concurrency: ConcurrencyPolicy = "queue"
+    """What a turn on a busy context meets: it waits in line (``queue``), gets ``409
+    context_busy`` (``reject``), or cancels the running run, which keeps what it
+    completed (``interrupt``) or leaves the history as if never sent (``rollback``)."""
     cors: tuple[str, ...] = ()
     heartbeat_seconds: float = 15.0
     """A comment is sent on a stream idle this long, so proxies keep it open."""

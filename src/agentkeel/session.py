@@ -168,12 +168,15 @@ class SessionManager:
         history: Sequence[Message],
         state: JSONObject | None,
         rewrite: bool,
+        cut: int | None = None,
     ) -> None:
         """Save a run that ended: record, history and state together, then drop its checkpoint.
 
         `state` is None when the AgentState did not change, and then the stored state is
         kept as it is, also by a rewrite (SPEC guarantee 12). With `rewrite`, the whole
-        `history` replaces the stored one (a trim); otherwise `new_messages` are appended.
+        `history` replaces the stored one (a trim); otherwise `new_messages` are appended,
+        after cutting the stored history to its first `cut` messages when `cut` is set
+        (an edit or a regenerate: the cut commits with the turn).
 
         Raises:
             ConcurrentWriteError: Another writer moved the session on since it was
@@ -189,13 +192,14 @@ class SessionManager:
                     fence=self.fence,
                     run=record,
                 )
-            elif new_messages or state is not None:
+            elif new_messages or state is not None or cut is not None:
                 self.version = await self.storage.append(
                     self.key,
                     new_messages,
                     state,
                     expected_version=self.version,
                     fence=self.fence,
+                    cut=cut,
                     run=record,
                 )
             else:
@@ -224,7 +228,9 @@ class SessionManager:
         A refused turn is not an exception for the run's caller: like a model failure it
         ends the run ``failed``, with nothing of it stored. The Agent's memory still holds
         the turn, but the version this manager knows is stale, so the next `restore`
-        reloads what the other process saved.
+        reloads what the other process saved. A run with a cut (`RunState.cut`: an edit
+        or a regenerate) commits the cut with its messages, unless a rewrite saves the
+        whole history anyway.
         """
         record = run_record(
             result, input=run.input, started_at=run.started_at, stop_reason=result.stop_reason
@@ -236,6 +242,7 @@ class SessionManager:
                 history=history,
                 state=state,
                 rewrite=rewrite,
+                cut=None if rewrite else run.cut,
             )
         except ConcurrentWriteError as exc:
             logger.warning("run=<%s> | turn not saved: %s", result.run_id, exc.message)

@@ -55,6 +55,16 @@ class Served:
         lines = path.read_text().splitlines() if path.exists() else []
         return list(dict.fromkeys(json.loads(line)["run_id"] for line in lines))
 
+    def run_records(self, context_id: str, agent: str = "demo") -> list[dict[str, object]]:
+        """The last stored record of each run of a context, in the order they started."""
+        path = self.sessions / f"{agent}:{context_id}" / "runs.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        records: dict[str, dict[str, object]] = {}
+        for line in lines:
+            record = json.loads(line)
+            records[record["run_id"]] = record
+        return list(records.values())
+
     def session_exists(self, context_id: str, agent: str = "demo") -> bool:
         return (self.sessions / f"{agent}:{context_id}").exists()
 

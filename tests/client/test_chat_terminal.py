@@ -132,7 +132,8 @@ def test_approvals_and_questions_are_asked_and_answered(server: Served) -> None:
     assert "Traceback" not in text
 
 
-def test_ctrl_c_stops_waiting_and_keeps_the_context(server: Served) -> None:
+def test_ctrl_c_cancels_the_run_on_the_server_and_keeps_the_context(server: Served) -> None:
+    # SPEC 3 (cancel): Ctrl-C in a reply now stops the run on the server, not just the wait
     term = Transcript(chat(server.url, "--agent", "slow"))
     term.expect("you> ")
     term.send("Remember that my favourite colour is green")
@@ -140,16 +141,53 @@ def test_ctrl_c_stops_waiting_and_keeps_the_context(server: Served) -> None:
     term.send("What time is it?")
     term.expect(r"\x1b\[2mThe user")  # the run is streaming
     term.child.sendintr()
-    term.expect(r"stopped waiting: the run goes on on the server, and the context is kept")
+    term.expect(r"stopping the run on the server")
+    term.expect(r"run cancelled: the run was cancelled")
     term.expect("you> ")
-    term.send("What is my favourite colour?")  # waits for the abandoned run, then runs
+    term.send("What is my favourite colour?")
     term.expect(r"You told me your favourite colour is green\.")
     term.expect("you> ")
     term.send("quit")
     assert term.finish() == 0
-    contexts = CONTEXT_LINE.findall(term.text)
+    text = term.text
+    assert "It is " not in text.split("What time is it?")[1].split("you> ")[0]  # it stopped
+    contexts = CONTEXT_LINE.findall(text)
     assert len(contexts) == 1
-    assert len(server.runs(contexts[0], agent="slow")) == 3  # the abandoned run finished too
+    runs = server.run_records(contexts[0], agent="slow")
+    assert [record["status"] for record in runs] == ["completed", "cancelled", "completed"]
+
+
+def test_commands_switch_between_conversations(server: Served) -> None:
+    term = Transcript(chat(server.url))
+    term.expect("you> ")
+    term.send("/help")
+    term.expect(r"/switch ID")
+    term.expect("you> ")
+    term.send("Remember that my favourite colour is green")
+    term.expect("you> ")
+    (first,) = CONTEXT_LINE.findall(term.text)
+    term.send("/new")
+    term.expect("a new conversation starts with your next message")
+    term.expect("you> ")
+    term.send("Remember that my favourite colour is blue")
+    term.expect("you> ")
+    term.send(f"/switch {first}")
+    term.expect(f"context: {first}")
+    term.expect("you> ")
+    term.send("What is my favourite colour?")
+    term.expect(r"You told me your favourite colour is green\.")
+    term.expect("you> ")
+    term.send("/nonsense")
+    term.expect(r"unknown command /nonsense \(/help lists them\)")
+    term.expect("you> ")
+    term.send("/switch")
+    term.expect(r"error: /switch needs a context id")
+    term.expect("you> ")
+    term.send("exit")
+    assert term.finish() == 0
+    contexts = CONTEXT_LINE.findall(term.text)
+    assert len(contexts) == 2 and contexts[0] == first  # /new made a second one
+    assert "Traceback" not in term.text
 
 
 def test_a_context_is_continued_with_dash_dash_context(server: Served) -> None:

@@ -535,3 +535,55 @@ def test_binding_beyond_loopback_warns_only_without_auth(secrets_env: None, tmp_
     assert "warning" not in server.stderr.read_text()
     assert refused.status_code == 401
     assert accepted.status_code == 200 and accepted.json()["text"] == "echo: hi"
+
+
+async def test_every_bad_token_gets_the_same_refusal_that_names_no_check(
+    start: Start, jwks: tuple[KeyServer, str]
+) -> None:
+    """A forger learns nothing from a refusal: one status, one body, one challenge.
+
+    Which check a crafted token failed (algorithm, kid, signature, issuer, audience,
+    a claim, nbf) would tell the forger what they got past; the reason is logged only.
+    """
+    keys, jwks_url = jwks
+    real = SigningKey("key-1")
+    keys.keys = [real.jwk()]
+    public_pem = real.private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    now = int(time.time())
+    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "erin", "exp": now + 60}
+    tokens = {
+        "alg none": jwt.encode(claims, "", "none"),
+        "alg none, kid of the issuer": jwt.encode(claims, "", "none", headers={"kid": "key-1"}),
+        "hs256 with the rs256 public key": hmac_token(
+            {"alg": "HS256", "kid": "key-1", "typ": "JWT"}, claims, public_pem
+        ),
+        "wrong kid": real.token(kid="made-up"),
+        "other key, same kid": SigningKey("key-1").token(),
+        "not yet valid": real.token(nbf=now + 3600),
+        "wrong issuer": real.token(iss="https://evil.example.test/"),
+        "wrong audience": real.token(aud="someone-else"),
+        "no sub": real.token(sub=None),
+        "garbage": "a.b.c",
+    }
+    settings = {"issuer": ISSUER, "audience": AUDIENCE, "jwksUrl": jwks_url}
+    with start({"jwt": settings}) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            refused = {
+                name: await client.post(SEND, json={"message": "hi"}, headers=bearer(token))
+                for name, token in tokens.items()
+            }
+            expired = await client.post(
+                SEND, json={"message": "hi"}, headers=bearer(real.token(exp=now - 120))
+            )
+    answers = {(r.status_code, r.content, r.headers["www-authenticate"]) for r in refused.values()}
+    assert len(answers) == 1, {name: r.text for name, r in refused.items()}
+    status, body, _ = answers.pop()
+    assert status == 401
+    assert json.loads(body) == {
+        "error": {"code": "invalid_token", "message": "the token is not valid"}
+    }
+    # an expired token has its own code, but only a token whose signature checked out
+    # gets that far (the signature is verified before exp), so it tells a forger nothing
+    assert_refused(expired, "token_expired")

@@ -39,6 +39,7 @@ def error_for(tmp_path: Path, document: object, *, raw: str | None = None) -> st
         ({"agents": {"a": DEMO}, "maxContexts": "10"}, "maxContexts", "valid integer"),
         ({"agents": {"a": DEMO}, "server": {"port": True}}, "server.port", "valid integer"),
         ({"agents": {"a": DEMO}, "server": {"concurrency": "lifo"}}, "server.concurrency", "queue"),
+        ({"agents": {"a": DEMO}, "server": {"transcript": "off"}}, "server.transcript", "boolean"),
         ({"agents": {}}, "agents", "at least 1"),
         ({}, "agents", "required key is missing"),
         ({"agents": {"Bad Name": DEMO}}, "agents.Bad Name", "must match"),
@@ -154,6 +155,12 @@ def test_relative_paths_resolve_against_the_file(tmp_path: Path) -> None:
     in_memory = load_framework({"agents": {"demo": DEMO}, "storage": "memory:"})
     assert isinstance(in_memory.storage, InMemoryStorage)
     assert parse_duration(None) is None and parse_duration("500ms") == 0.5
+
+
+def test_the_transcript_can_be_turned_off() -> None:
+    assert load_framework({"agents": {"a": DEMO}}).server.transcript is True
+    off = load_framework({"agents": {"a": DEMO}, "server": {"transcript": False}})
+    assert off.server.transcript is False
 
 
 def test_the_example_framework_loads() -> None:

@@ -15,12 +15,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from agentkeel.checkpoint import Checkpoint, FileCheckpointer
 from agentkeel.errors import CorruptSessionError
-from agentkeel.messages import JSONObject, Message, message_to_json
+from agentkeel.messages import MESSAGE_ID_PATTERN, JSONObject, Message, message_to_json
 from agentkeel.storage import LocalFileStorage, RunRecord, SessionKey
 from agentkeel.storage.file import session_folder
 
@@ -97,9 +98,14 @@ async def test_layout_matches_the_spec(tmp_path: Path) -> None:
 async def test_each_line_is_one_message_in_the_codec_and_turns_commit(tmp_path: Path) -> None:
     folder = await saved(tmp_path, turns=3, state={"n": 1})
     lines = lines_of(folder / "messages.jsonl")
-    assert [line["m"] for line in lines] == [
-        message_to_json(message) for index in range(3) for message in turn(index)
+    # each line also holds the message's id (SPEC 3), minted when the message was made
+    stored = [cast(JSONObject, line["m"]) for line in lines]
+    assert [{k: v for k, v in m.items() if k != "id"} for m in stored] == [
+        {k: v for k, v in message_to_json(message).items() if k != "id"}
+        for index in range(3)
+        for message in turn(index)
     ]
+    assert all(MESSAGE_ID_PATTERN.fullmatch(str(m["id"])) for m in stored)
     commits = [line for line in lines if "t" in line]
     assert commits == [lines[1], lines[3], lines[5]]
     assert [line["t"] for line in commits] == [1, 2, 3]
@@ -539,3 +545,16 @@ async def test_torn_frames_read_as_none_never_as_frames(tmp_path: Path) -> None:
     assert await storage.get_frames(key, "run-1") is None
     await storage.put_frames(key, "run-2", b"z")
     assert await storage.get_frames(key, "run-2") == b"z"
+
+
+async def test_a_refused_first_write_leaves_no_session_behind(tmp_path: Path) -> None:
+    """Found by the storage state machine: a stale write used to create the folder first."""
+    from agentkeel.errors import ConcurrentWriteError
+
+    storage = LocalFileStorage(tmp_path)
+    key = SessionKey(definition="agent", context_id="ctx-refused")
+    with pytest.raises(ConcurrentWriteError):
+        await storage.append(key, turn(1), None, expected_version=3)
+    assert not await storage.exists(key)
+    assert not await storage.delete(key)  # DELETE of this context is a 404, not a 204
+    assert list(tmp_path.rglob("*")) == []

@@ -2,13 +2,15 @@
  * The chat itself, built on `useAgent`: streaming turns, thinking, tool activity, the
  * status, errors, the context id (kept in localStorage so a reload shows the
  * conversation again, from the server's transcript), the answers to interrupts, Stop
- * while a run goes on, Edit on the person's messages and Regenerate on the last answer.
+ * while a run goes on, Edit on the person's messages and Regenerate on the last answer,
+ * and the sidebar of the caller's conversations to switch between.
  */
 
 import { type FormEvent, type KeyboardEvent, useCallback, useEffect, useId, useRef, useState } from "react";
 
 import type { AssistantTurn, Decision, Interrupt } from "../src/index.js";
 import { useAgent } from "../src/react/index.js";
+import { Conversations } from "./conversations.js";
 import { MemoryPanel } from "./memory-panel.js";
 
 const STATUS_WORDS = {
@@ -46,7 +48,8 @@ export function Chat({ agent }: { agent: string }) {
     ...(initialContext === undefined ? {} : { contextId: initialContext }),
     onContext: (id) => writeStored(agent, id),
   });
-  const { status, pendingInterrupt, error, turns, contextId, send, resume, stop, reset, attach, edit, regenerate } = chat;
+  const { status, pendingInterrupt, error, turns, contextId, send, resume, stop, reset, attach, edit, regenerate, load } =
+    chat;
   const [draft, setDraft] = useState("");
   const input = useRef<HTMLTextAreaElement>(null);
   const end = useRef<HTMLDivElement>(null);
@@ -97,6 +100,14 @@ export function Chat({ agent }: { agent: string }) {
   const lastAnswer = turns.at(-1);
   const idle = !streaming && !waiting;
 
+  const switchTo = (id: string) => {
+    if (id === contextId || streaming) return;
+    writeStored(agent, id);
+    reset(id);
+    load().catch(() => undefined); // the view shows the error
+    input.current?.focus();
+  };
+
   const startOver = () => {
     reset();
     setDraft("");
@@ -126,6 +137,13 @@ export function Chat({ agent }: { agent: string }) {
           New conversation
         </button>
       </section>
+
+      <Conversations
+        agent={agent}
+        current={contextId}
+        version={`${contextId ?? ""}:${status === "streaming" ? "streaming" : turns.length}`}
+        onSwitch={switchTo}
+      />
 
       <MemoryPanel agent={agent} refresh={status === "streaming" ? "streaming" : turns.length} />
 

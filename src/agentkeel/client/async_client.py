@@ -83,9 +83,12 @@ class AsyncAgentClient(ConversationsMixin, AsyncMemoryMethods):
         """The conversation's id; None until the server has minted one (or after reset)."""
         return self._context_id
 
-    def reset(self) -> None:
-        """Forget the context id locally (it stays on the server): a new conversation next."""
-        self._context_id = None
+    def reset(self, context_id: str | None = None) -> None:
+        """Forget the context id locally (it stays on the server): a new conversation next.
+
+        With `context_id`, continue that conversation instead (say one from `contexts`).
+        """
+        self._context_id = context_id
 
     async def send(
         self,

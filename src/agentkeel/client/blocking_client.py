@@ -62,9 +62,12 @@ class AgentClient(MemoryMethods):
         """The conversation's id; None until the server has minted one (or after reset)."""
         return self._client.context_id
 
-    def reset(self) -> None:
-        """Forget the context id locally: the next turn starts a new conversation."""
-        self._client.reset()
+    def reset(self, context_id: str | None = None) -> None:
+        """Forget the context id locally: the next turn starts a new conversation.
+
+        With `context_id`, continue that conversation instead.
+        """
+        self._client.reset(context_id)
 
     def send(
         self,

@@ -21,7 +21,7 @@ from agentkeel.messages import Message
 from agentkeel.multiagent.handoff import handoff_prompt
 from agentkeel.multiagent.record import SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord
-from agentkeel.result import AgentResult, ErrorInfo, RunStatus
+from agentkeel.result import CANCELLED_ERROR, AgentResult, ErrorInfo, RunStatus
 from agentkeel.state import InvocationState
 
 __all__ = ["MemberCall", "SwarmLimits", "SwarmLoop", "SwarmOutcome", "invoke_member"]
@@ -31,7 +31,6 @@ MemberCall = Callable[[EventHandler], Awaitable[AgentResult]]
 """Starts or resumes one member run, given where its events go."""
 _Ending = tuple[RunStatus, ErrorInfo | None]
 _CANCEL_RETRY_SECONDS = 0.01
-_CANCELLED = ErrorInfo(code="cancelled", message="the run was cancelled")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +98,7 @@ class SwarmLoop:
         """
         run = self._run
         if self._stop == "cancelled":  # cancelled before the first member started
-            return SwarmOutcome(status="cancelled", agent=member.name, error=_CANCELLED)
+            return SwarmOutcome(status="cancelled", agent=member.name, error=CANCELLED_ERROR)
         while True:
             if fresh:
                 run.iterations += 1
@@ -146,7 +145,7 @@ class SwarmLoop:
                 f"the swarm already made its {limits.max_handoffs} handoffs",
             )
         if self._stop == "cancelled":
-            return "cancelled", _CANCELLED
+            return "cancelled", CANCELLED_ERROR
         if self._stop == "timeout" or (
             limits.timeout is not None and self._run.elapsed >= limits.timeout
         ):

@@ -21,7 +21,7 @@ from agentkeel.multiagent.loop import SwarmOutcome
 from agentkeel.multiagent.record import SwarmRecord, SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord, SwarmResult
 from agentkeel.multiagent.session import SwarmSession
-from agentkeel.result import ErrorInfo
+from agentkeel.result import CANCELLED_ERROR
 from agentkeel.state import SharedState
 
 __all__ = ["SwarmMemory"]
@@ -140,8 +140,9 @@ class SwarmMemory:
             self.suspended = None
         if self.suspended is not None or self.run is not run:
             return
-        error = ErrorInfo(code="cancelled", message="the run was cancelled")
-        outcome = SwarmOutcome(status="cancelled", agent=run.member or self.active, error=error)
+        outcome = SwarmOutcome(
+            status="cancelled", agent=run.member or self.active, error=CANCELLED_ERROR
+        )
         try:
             await self.finish(run, outcome, context_id)
         except Exception:

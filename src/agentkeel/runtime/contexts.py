@@ -27,20 +27,18 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import anyio
 
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import RunInProgressError, SharedAgentError
+from agentkeel.server_settings import ConcurrencyPolicy
 from agentkeel.serving import Served, ServedFactory, attach_session, forget_context
 from agentkeel.storage.base import SessionKey, SessionStorage
 
 __all__ = ["ContextCache", "ContextEntry"]
 
 logger = logging.getLogger(__name__)
-
-ConcurrencyPolicy = Literal["queue", "reject"]
 
 
 @dataclass(eq=False, slots=True)
@@ -68,8 +66,8 @@ class ContextCache:
         storage: Where sessions live.
         checkpointer: Where suspended runs wait.
         max_contexts: How many idle Agents to keep; busy ones may briefly exceed it.
-        policy: ``queue`` (turns wait in line) or ``reject`` (a busy context refuses);
-            the lease applies it, the cache only remembers it.
+        policy: The server's ``concurrency`` (``queue``, ``reject``, ``interrupt``,
+            ``rollback``); the runtime applies it, the cache only remembers it.
         on_evict: Called once per eviction (metrics).
         swarms: The definitions declared as swarms (a factory's Swarm is recognised
             by what it returned, or by the swarm record it stored).

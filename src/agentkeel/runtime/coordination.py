@@ -47,8 +47,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-CancelHandler = Callable[[str], bool]
-"""Told a run id to cancel; returns whether it was running that run."""
+CancelHandler = Callable[[str, bool], bool]
+"""Told a run id to cancel, and whether its turn is to be dropped from the history
+(the ``rollback`` policy); returns whether it was running that run."""
 
 
 class LeaseLostError(AgentkeelError):
@@ -85,7 +86,8 @@ class RunLease(Protocol):
             wait: False refuses at once, with RunInProgressError, when the context is
                 held or has callers waiting.
             ttl: Seconds before an unrenewed grant expires (None: it never does).
-            on_cancel: Told the run id of each `cancel` of this context while held.
+            on_cancel: Told the run id (and `drop`) of each `cancel` of this context
+                while held.
         """
         ...
 
@@ -101,8 +103,12 @@ class RunLease(Protocol):
         """Raise LeaseLostError unless `grant` still holds its context (before a write)."""
         ...
 
-    async def cancel(self, key: SessionKey, run_id: str) -> bool:
-        """Ask the holder of `key` to cancel `run_id`; whether a holder was running it."""
+    async def cancel(self, key: SessionKey, run_id: str, *, drop: bool = False) -> bool:
+        """Ask the holder of `key` to cancel `run_id`; whether a holder was running it.
+
+        `drop` asks for the cancelled turn to leave the history as if never sent (the
+        ``rollback`` policy); without it, what the run completed is kept.
+        """
         ...
 
 
@@ -294,6 +300,9 @@ class Coordination(Generic[T]):
     """Seconds a turn's lease lasts unrenewed; the runtime renews it every third of that
     while the turn runs. None (in one process, where a holder cannot vanish alone): no
     expiry. A shared backend sets it, so a crashed replica's contexts free themselves."""
+    fenced: bool = False
+    """The lease's fences outlive this process (a shared backend): the runtime passes
+    them to every storage commit, which refuses a holder that lost its lease."""
     limits: LimitCounters = field(default_factory=_in_process_limits)
     """The ``server.limits`` counters (default: kept in this process)."""
 

@@ -107,6 +107,13 @@ class RunFacade(Protocol):
         """Cancel a running run, wherever it runs; whether it was running."""
         ...
 
+    async def cancel_context(self, key: SessionKey) -> str:
+        """Stop the context's run wherever it runs, or abandon its suspended one.
+
+        Returns the run's id; raises ContextNotFoundError or NoActiveRunError.
+        """
+        ...
+
     async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """The stored record of a run (None while its first segment runs)."""
         ...

@@ -119,12 +119,12 @@ class InProcessRunLease:
         """Raise LeaseLostError unless `grant` holds its context."""
         self._holding(grant)
 
-    async def cancel(self, key: SessionKey, run_id: str) -> bool:
+    async def cancel(self, key: SessionKey, run_id: str, *, drop: bool = False) -> bool:
         """Tell the holder's handler to cancel `run_id`."""
         line = self._lines.get(key)
         if line is None or line.holder is None or line.on_cancel is None:
             return False
-        return line.on_cancel(run_id)
+        return line.on_cancel(run_id, drop)
 
     def _holding(self, grant: LeaseGrant) -> _Line:
         line = self._lines.get(grant.key)

@@ -198,9 +198,26 @@ class ServerMetrics:
             "Requests refused or dropped under server.limits, by reason.",
             ("reason",),
         )
+        self.cancels = Counter(
+            "agentkeel_cancels_total",
+            "Runs stopped on the server, by agent and why: cancel (the endpoint, or an "
+            "abandoned interrupt), interrupt or rollback (a turn that took the context over).",
+            ("agent", "reason"),
+        )
+        self.forks = Counter(
+            "agentkeel_context_forks_total", "Conversations forked, by agent.", ("agent",)
+        )
+        self.edits = Counter(
+            "agentkeel_history_edits_total",
+            "Turns that cut the history, by agent and kind (replace, regenerate).",
+            ("agent", "kind"),
+        )
         for metric in (
+            self.forks,
+            self.edits,
             self.swept,
             self.refusals,
+            self.cancels,
             self.runs,
             self.turn_seconds,
             self.first_token_seconds,

@@ -44,6 +44,7 @@ from agentkeel.messages import JSONValue
 from agentkeel.runtime.admission import Admission
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
+from agentkeel.runtime.control import cancel_context, preempt
 from agentkeel.runtime.coordination import (
     Coordination,
     IdempotencyScope,
@@ -263,7 +264,10 @@ class ServerRuntime:
                 await check_daily_budget(self.framework, key)
             entry = await self.cache.acquire(key)
             try:
-                if self.framework.server.concurrency == "reject":
+                policy = request.multitask or self.framework.server.concurrency
+                if policy in ("interrupt", "rollback") and request.resume is None:
+                    await preempt(self, key, drop=policy == "rollback")
+                elif policy == "reject":
                     job.grant = await self.coordination.lease.acquire(
                         key,
                         wait=False,
@@ -370,6 +374,15 @@ class ServerRuntime:
         The run ends ``cancelled``, with a saved history.
         """
         return await self.coordination.lease.cancel(key, run_id)
+
+    async def cancel_context(self, key: SessionKey) -> str:
+        """Stop the context's run, or abandon its suspended one; returns its run id.
+
+        Raises:
+            ContextNotFoundError: No such context for this principal.
+            NoActiveRunError: Nothing is running or suspended on it.
+        """
+        return await cancel_context(self, key)
 
     async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """The stored record of a run (None while its first segment runs)."""

@@ -19,7 +19,13 @@ from functools import partial
 import anyio
 from anyio.abc import TaskGroup
 
-from agentkeel.errors import AgentkeelError, InterruptNotFoundError, InterruptPendingError
+from agentkeel.agent import Agent
+from agentkeel.errors import (
+    AgentkeelError,
+    InterruptNotFoundError,
+    InterruptPendingError,
+    InvalidRequestError,
+)
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.ids import new_run_id
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
@@ -29,6 +35,7 @@ from agentkeel.result import AgentResult
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
 from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, StreamFanout
 from agentkeel.runtime.errors import ShuttingDownError
+from agentkeel.runtime.fencing import fence_commits
 from agentkeel.runtime.metrics import ServerMetrics
 from agentkeel.runtime.wire import (
     SendRequest,
@@ -43,6 +50,8 @@ from agentkeel.usage import ModelPrice
 __all__ = ["RunJob", "TurnRunner"]
 
 logger = logging.getLogger(__name__)
+
+_CANCEL_RETRY_SECONDS = 0.01
 
 
 @dataclass(eq=False, slots=True)
@@ -124,13 +133,25 @@ class TurnRunner:
                     entry.agent.cancel()
                     return
 
-    def cancel_requested(self, job: RunJob, entry: ContextEntry, run_id: str) -> bool:
-        """The cancel control message reached this process, which holds the context."""
+    def cancel_requested(self, job: RunJob, entry: ContextEntry, run_id: str, drop: bool) -> bool:
+        """The cancel control message reached this process, which holds the context.
+
+        The run may be between its start and its run loop (or a swarm between two
+        members), where there is nothing to cancel yet: then the cancel is tried again
+        until it lands or the run ends.
+        """
         channel = job.channel
         if channel is None or channel.run_id != run_id or not channel.active:
             return False
-        entry.agent.cancel()
+        if not _cancel(entry, drop) and self.group is not None:
+            self.group.start_soon(self._cancel_when_running, channel, entry, drop)
         return True
+
+    async def _cancel_when_running(
+        self, channel: RunStream, entry: ContextEntry, drop: bool
+    ) -> None:
+        while channel.active and not _cancel(entry, drop):
+            await anyio.sleep(_CANCEL_RETRY_SECONDS)
 
     # -- running a turn -----------------------------------------------------------------
 
@@ -146,6 +167,8 @@ class TurnRunner:
                 )
             if self.draining:
                 raise ShuttingDownError("the server is shutting down and takes no new turns")
+            fence = job.grant.fence if self.coordination.fenced else None
+            fence_commits(entry.agent, fence)
             renewal = anyio.CancelScope()
             if job.grant.ttl is not None and self.group is not None:
                 self.group.start_soon(self._keep_renewed, job, entry, renewal)
@@ -205,7 +228,12 @@ class TurnRunner:
                     interrupt_id=pending[0].id,
                 )
             new = new_run_id()
-            return new, partial(agent.invoke_async, request.prompt(), run_id=new)
+            rewind = request.rewind()
+            if rewind is None:
+                return new, partial(agent.invoke_async, request.prompt(), run_id=new)
+            if not isinstance(agent, Agent):
+                raise InvalidRequestError("a swarm's conversation cannot be edited yet")
+            return new, partial(agent.rewind_async, rewind, run_id=new)
         resume = request.resume
         match = next((item for item in pending if item.id == resume.interrupt_id), None)
         run_id = agent.suspended_run_id
@@ -222,6 +250,8 @@ class TurnRunner:
         channel = await self.streams.run(job.key, run_id, resumed=request.resume is not None)
 
         def started() -> None:
+            if job.grant is not None and self.coordination.fenced:
+                fence_commits(entry.agent, job.grant.fence)  # a swarm's members are attached now
             job.start_after = channel.begin()
             job.channel = channel
             self.streams.put(channel)
@@ -250,6 +280,8 @@ class TurnRunner:
         await self._finish(job, job.channel, done_frame(job.key.context_id, result, price=price))
         job.result = send_result(job.key.context_id, result, price=price)
         self.metrics.runs.inc(definition, result.status)
+        if (rewind := request.rewind()) is not None:
+            self.metrics.edits.inc(definition, rewind.kind)
         self.metrics.turn_seconds.observe(time.monotonic() - job.began_at, definition)
 
     def _publish(self, job: RunJob, event: RunEvent) -> None:
@@ -286,6 +318,12 @@ class TurnRunner:
         await self._finish(job, channel, data)
         job.result = _without_done(data)
         self.metrics.runs.inc(job.key.definition, "failed")
+
+
+def _cancel(entry: ContextEntry, drop: bool) -> bool:
+    """Cancel the entry's run; `drop` (an Agent's only) leaves its turn out of the history."""
+    agent = entry.agent
+    return agent.cancel(drop=drop) if isinstance(agent, Agent) else agent.cancel()
 
 
 def _without_done(frame: JSONObject) -> JSONObject:

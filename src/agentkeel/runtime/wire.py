@@ -26,10 +26,12 @@ from agentkeel.events import (
     ToolResultEvent,
 )
 from agentkeel.interrupts import Interrupt
-from agentkeel.messages import JSONObject, Message, TextPart
+from agentkeel.messages import MESSAGE_ID_PATTERN, JSONObject, Message, TextPart
 from agentkeel.multiagent import SwarmResult
 from agentkeel.output import output_json
 from agentkeel.result import Usage
+from agentkeel.rewind import Rewind
+from agentkeel.server_settings import ConcurrencyPolicy
 from agentkeel.serving import ServedResult
 from agentkeel.usage import ModelPrice
 
@@ -93,14 +95,35 @@ class SendRequest(_Wire):
     context_id: JsonValue = Field(default=None, alias="contextId")
     """Validated separately, so that a bad id gets its own error code."""
     resume: ResumeRequest | None = None
+    multitask: ConcurrencyPolicy | None = None
+    """This turn's policy when its context runs another one (default ``server.concurrency``)."""
+    replace: str | None = Field(default=None, pattern=MESSAGE_ID_PATTERN.pattern)
+    """Edit: cut the history before this user message and send `message` instead."""
+    regenerate: str | None = Field(default=None, pattern=MESSAGE_ID_PATTERN.pattern)
+    """Cut the history before this assistant message and let the model answer again."""
 
     @model_validator(mode="after")
     def _one_action(self) -> SendRequest:
-        if (self.message is None) == (self.resume is None):
+        if self.regenerate is not None:
+            if self.message is not None or self.resume is not None or self.replace is not None:
+                raise ValueError('a "regenerate" takes no "message", "resume" or "replace"')
+        elif (self.message is None) == (self.resume is None):
             raise ValueError('send either a "message" or a "resume", exactly one of them')
-        if self.resume is not None and self.context_id is None:
-            raise ValueError('a "resume" needs the "contextId" of the suspended run')
+        if self.replace is not None and self.resume is not None:
+            raise ValueError('a "replace" needs a "message", not a "resume"')
+        if self.context_id is None:
+            for field_name in ("resume", "replace", "regenerate"):
+                if getattr(self, field_name) is not None:
+                    raise ValueError(f'a "{field_name}" needs the "contextId" of its conversation')
         return self
+
+    def rewind(self) -> Rewind | None:
+        """The cut this turn makes (an edit or a regenerate), or None."""
+        if self.regenerate is not None:
+            return Rewind(self.regenerate)
+        if self.replace is not None:
+            return Rewind(self.replace, self.prompt())
+        return None
 
     def prompt(self) -> str | Message:
         """The message as the Agent takes it."""

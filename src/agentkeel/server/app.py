@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,13 +45,16 @@ from agentkeel.framework import (
 )
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.multiagent import Swarm
+from agentkeel.runtime.coordination_registry import coordination_running, open_coordination
 from agentkeel.runtime.runs import ServerRuntime
 from agentkeel.runtime.toolsets import open_toolsets
 from agentkeel.server import handlers
 from agentkeel.server.auth import Authenticator, AuthMiddleware
+from agentkeel.server.conversations import conversation_routes
 from agentkeel.server.errors import ErrorMiddleware, RouteNotFoundError, error_response
 from agentkeel.server.limits import RequestLimits
 from agentkeel.server.memory import memory_routes
+from agentkeel.server.openapi import build_document, openapi_endpoint
 from agentkeel.server.sweeper import RetentionSweeper
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.memory import InMemoryStorage
@@ -102,9 +105,12 @@ def _routes(settings: ServerSettings) -> list[BaseRoute]:
         Route("/agents/{name}/send", handlers.send, methods=["POST"]),
         Route("/agents/{name}/contexts/{context_id}/stream", handlers.reconnect, methods=["GET"]),
         Route("/agents/{name}/contexts/{context_id}", handlers.delete_context, methods=["DELETE"]),
+        Route("/agents/{name}/contexts/{context_id}/cancel", handlers.cancel, methods=["POST"]),
+        *conversation_routes(),
         Route("/healthz", handlers.healthz, methods=["GET"]),
         Route("/readyz", handlers.readyz, methods=["GET"]),
         Route("/metrics", handlers.metrics, methods=["GET"]),
+        Route("/openapi.json", openapi_endpoint, methods=["GET"]),
         *memory_routes(),
     ]
     if settings.ui and _UI_PAGE.is_file():
@@ -151,7 +157,8 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         ConfigurationError: The framework is invalid (naming the key and the file).
     """
     framework = source if isinstance(source, Framework) else load_framework(source)
-    runtime = ServerRuntime(_observed(framework))
+    coordination = open_coordination(framework.coordination, framework.storage, framework.retention)
+    runtime = ServerRuntime(_observed(framework), coordination)
     settings = framework.server
     sweeper = RetentionSweeper(
         framework.storage,
@@ -161,6 +168,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     )
 
     from agentkeel.a2a import A2ABinding  # the A2A binding (SPEC 6), on the same runtime
+    from agentkeel.bindings.ai_sdk import ai_sdk_routes  # SPEC 10's AI SDK stream, likewise
 
     authenticator = (
         None if settings.auth is None else Authenticator(settings.auth, source=framework.source)
@@ -176,10 +184,12 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         del app
         storage, memory = runtime.framework.storage, runtime.framework.memory
+        stack = AsyncExitStack()
         await storage.open()  # connect and migrate before the first request
         try:
             if memory is not None:
                 await memory.open()  # a PostgreSQL memory store's own pool, if it has one
+            await stack.enter_async_context(coordination_running(runtime.coordination))
             # MCP servers open before the first turn and close after the last one drained;
             # the A2A binding (gRPC, push delivery) stops after the turns drained too
             async with (
@@ -192,6 +202,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
                 yield
                 sweeping.cancel_scope.cancel()
         finally:
+            await stack.aclose()  # the coordination closes after the turns drained
             if memory is not None:
                 await memory.close()
             await storage.close()
@@ -229,6 +240,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
             *binding.routes,
             *chat_completions.routes,
             *ag_ui.routes,
+            *ai_sdk_routes(),
             *_routes(settings),
         ],
         middleware=middleware,
@@ -237,6 +249,7 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     )
     app.state.runtime = runtime
     app.state.sweeper = sweeper
+    app.state.openapi = build_document(framework.definitions, ui=settings.ui and _UI_PAGE.is_file())
     return app
 
 

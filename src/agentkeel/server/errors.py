@@ -21,12 +21,15 @@ from agentkeel.errors import (
     AgentkeelError,
     BudgetExceededError,
     ConfigurationError,
+    ContextExistsError,
     ContextNotFoundError,
     ContextRefusedError,
     InterruptError,
     InterruptNotFoundError,
     InterruptPendingError,
     InvalidRequestError,
+    MessageNotFoundError,
+    NoActiveRunError,
     RunInProgressError,
     SharedAgentError,
     StorageError,
@@ -52,6 +55,7 @@ __all__ = [
     "RunNotFoundError",
     "ShuttingDownError",
     "error_response",
+    "error_status",
     "retry_after_header",
     "send_json",
 ]
@@ -113,17 +117,31 @@ _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (MessageTooLargeError, 413),
     (InvalidRequestError, 400),
     (ContextNotFoundError, 404),
+    (MessageNotFoundError, 404),
+    (ContextExistsError, 409),
     (ContextRefusedError, 403),
     (SharedAgentError, 500),
     (InterruptNotFoundError, 404),
     (InterruptPendingError, 409),
     (InterruptError, 409),
     (RunInProgressError, 409),
+    (NoActiveRunError, 409),
     (ShuttingDownError, 503),
     (IdempotencyKeyReusedError, 422),
 )
 _HIDDEN = (StorageError, ConfigurationError)
 """Errors whose messages may hold paths or file contents: logged, not shown."""
+
+
+def error_status(exc: BaseException) -> int:
+    """The HTTP status `error_response` answers for `exc` (the OpenAPI document's table)."""
+    if isinstance(exc, HTTPError):
+        return exc.status
+    if isinstance(exc, StorageUnavailableError):
+        return 503
+    if isinstance(exc, AgentkeelError) and not isinstance(exc, _HIDDEN):
+        return next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
+    return 500
 
 
 def error_response(exc: BaseException) -> tuple[int, bytes]:

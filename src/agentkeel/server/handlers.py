@@ -18,6 +18,7 @@ from agentkeel.auth_settings import PRINCIPAL
 from agentkeel.errors import ContextNotFoundError, InvalidRequestError
 from agentkeel.ids import new_context_id, validate_context_id
 from agentkeel.messages import JSONValue
+from agentkeel.runtime.coordination_registry import coordination_health
 from agentkeel.runtime.runs import RunJob, ServerRuntime
 from agentkeel.runtime.wire import parse_send_request
 from agentkeel.server.errors import AgentNotFoundError, RunNotFoundError
@@ -27,6 +28,7 @@ from agentkeel.storage.base import SessionKey
 
 __all__ = [
     "PRINCIPAL",
+    "cancel",
     "delete_context",
     "healthz",
     "list_agents",
@@ -122,6 +124,8 @@ async def _start(request: Request, runtime: ServerRuntime) -> RunJob:
     parsed = parse_send_request(body)
     context_id = new_context_id() if parsed.context_id is None else parsed.context_id
     key = _key(request, definition, context_id)
+    if (parsed.replace or parsed.regenerate) and not await runtime.exists(key):
+        raise ContextNotFoundError(f"no context {key.context_id!r} for agent {definition!r}")
     return await runtime.submit(
         key,
         parsed,
@@ -153,6 +157,18 @@ async def reconnect(request: Request) -> SSEResponse:
     after = channel.latest_segment_start() if header is None else int(header)
     slot = await runtime.admission.stream_slot(_principal(request))
     return _sse(runtime, slot, channel.follow(after, _heartbeat(runtime)))
+
+
+async def cancel(request: Request) -> JSONResponse:
+    """``POST /agents/{name}/contexts/{contextId}/cancel``: stop its run on the server.
+
+    Answers once the cancel reached the process running the turn (``202``); the run's
+    stream then ends with its ``done`` frame, status ``cancelled``.
+    """
+    runtime = _runtime(request)
+    key = _key(request, _definition(request), request.path_params["context_id"])
+    run_id = await runtime.cancel_context(key)
+    return JSONResponse({"runId": run_id, "status": "cancelling"}, status_code=202)
 
 
 async def delete_context(request: Request) -> Response:
@@ -187,7 +203,11 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """``GET /readyz``: storage is reachable and the server is not draining."""
+    """``GET /readyz``: storage is reachable and the server is not draining.
+
+    A coordination part that is unreachable (Redis) makes it ``degraded``, still 200:
+    the replica serves and commits turns, only its live fan-out waits for Redis.
+    """
     runtime = _runtime(request)
     if runtime.draining:
         return JSONResponse({"status": "draining"}, status_code=503)
@@ -195,6 +215,10 @@ async def readyz(request: Request) -> JSONResponse:
     if not health.ok:
         logger.warning("readyz | storage is not reachable: %s", health.detail)
         return JSONResponse({"status": "unavailable", "storage": "unreachable"}, status_code=503)
+    degraded = await coordination_health(runtime.coordination)
+    if degraded:  # turns still run and commit; live frames elsewhere come from storage
+        logger.warning("readyz | coordination is degraded: %s", degraded)
+        return JSONResponse({"status": "degraded", "coordination": sorted(degraded)})
     return JSONResponse({"status": "ok"})
 
 

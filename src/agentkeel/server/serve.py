@@ -1,7 +1,8 @@
-"""`serve_framework` and the ``agentkeel serve`` command: uvicorn, one worker.
+"""`serve_framework` and the ``agentkeel serve`` command: uvicorn, one process by default.
 
-One worker, because a context's Agent, its turn queue and its live stream live in one
-process (SPEC 8 lists what a scale-out deployment moves to Redis or PostgreSQL). The
+One process, unless ``--workers N`` asks for more (`agentkeel.server.workers`): by
+default a context's Agent, its turn line and its live stream live in one process; N
+processes share them through the framework's storage and coordination (SPEC 11). The
 URL is printed once the socket listens, with the real port when port 0 asked for any
 free one. Binding anywhere but loopback without ``server.auth`` prints a warning, as
 nothing then stands between the network and the agents.
@@ -19,7 +20,7 @@ from typing import TextIO
 import uvicorn
 from starlette.types import ASGIApp
 
-from agentkeel.errors import AgentkeelError
+from agentkeel.errors import AgentkeelError, ConfigurationError
 from agentkeel.framework import Framework, load_framework
 from agentkeel.server.app import FrameworkSource, create_app
 
@@ -142,6 +143,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("framework", help="the framework.json to serve")
     parser.add_argument("--host", default=None, help="bind address (default: server.host)")
     parser.add_argument("--port", type=int, default=None, help="port (default: server.port)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="server processes sharing the port (N > 1 needs shared storage and coordination)",
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -150,12 +158,22 @@ def run_serve(args: argparse.Namespace) -> int:
     Raises:
         AgentkeelError: The framework is invalid or the address cannot be bound.
     """
-    serve_framework(args.framework, host=args.host, port=args.port)
+    workers = getattr(args, "workers", 1)
+    if workers < 1:
+        raise ConfigurationError(f"--workers must be at least 1, not {workers}")
+    if workers == 1:
+        serve_framework(args.framework, host=args.host, port=args.port)
+        return 0
+    from agentkeel.server.workers import serve_workers
+
+    framework = load_framework(args.framework)
+    asyncio.run(check_storage(framework))
+    serve_workers(args.framework, framework, workers, host=args.host, port=args.port)
     return 0
 
 
 def serve_command(argv: Sequence[str] | None = None) -> int:
-    """``agentkeel serve framework.json [--host H] [--port P]``; returns the exit code.
+    """``agentkeel serve framework.json [--host H] [--port P] [--workers N]``; the exit code.
 
     An invalid framework ends with a one-line message naming the key and the file on
     stderr and exit code 1, never a stack trace.

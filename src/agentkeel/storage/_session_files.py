@@ -103,16 +103,35 @@ def load(folder: Path, key: SessionKey) -> tuple[SessionSnapshot, Tail] | None:
         version=turn,
     )
     state = _fs.dumps_json(found.state)
-    return snapshot, Tail(len(raw), found.committed, turn, state, found.fence, stamp)
+    count = len(found.messages)
+    return snapshot, Tail(len(raw), found.committed, turn, state, found.fence, stamp, count)
 
 
-def open_tail(folder: Path, key: SessionKey, tail: Tail | None) -> Tail:
-    """The session's tail, checked against the disk; creates the session if needed."""
+def open_tail(
+    folder: Path,
+    key: SessionKey,
+    tail: Tail | None,
+    expected_version: int | None,
+    fence: int | None,
+) -> tuple[Tail, int]:
+    """The session's tail, checked against the disk, and the commit's fence.
+
+    The commit (version, fence) is checked before a new session is created, so a write
+    that is refused leaves nothing behind: no folder that would make an unknown context
+    look like an existing, empty one.
+    """
     if tail is None or _fs.stamp(folder / MESSAGES_FILE) != tail.stamp:
         loaded = load(folder, key)  # first use, or changed behind our back
         tail = None if loaded is None else loaded[1]
         _fs.sweep_temp_files(folder)  # what writes killed halfway left behind
+    fresh = tail is None
     if tail is None:
+        tail = Tail(file_size=0, committed=0, turn=0, state=EMPTY_STATE)
+    fence = check_commit(
+        key, version=tail.turn, highest_fence=tail.fence,
+        expected_version=expected_version, fence=fence,
+    )  # fmt: skip
+    if fresh:
         _fs.ensure_dir(folder)
         document: JSONObject = {
             "schema_version": SCHEMA_VERSION,
@@ -123,8 +142,7 @@ def open_tail(folder: Path, key: SessionKey, tail: Tail | None) -> Tail:
             "created_at": round(time.time(), 3),
         }
         _fs.atomic_write_json(folder / SESSION_FILE, document)
-        tail = Tail(file_size=0, committed=0, turn=0, state=EMPTY_STATE)
-    return tail
+    return tail, fence
 
 
 def append(
@@ -135,13 +153,12 @@ def append(
     state: bytes | None,
     expected_version: int | None,
     fence: int | None,
+    cut: int | None = None,
     run: RunRecord | None = None,
 ) -> Tail:
-    tail = open_tail(folder, key, tail)
-    fence = check_commit(
-        key, version=tail.turn, highest_fence=tail.fence,
-        expected_version=expected_version, fence=fence,
-    )  # fmt: skip
+    tail, fence = open_tail(folder, key, tail, expected_version, fence)
+    if cut is not None and not 0 <= cut <= tail.count:
+        raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
     _put_run(folder, run)
     path = folder / MESSAGES_FILE
     if tail.committed < tail.file_size:
@@ -149,19 +166,30 @@ def append(
         tail = replace(tail, file_size=tail.committed, stamp=_fs.stamp(path))
     if state == tail.state:
         state = None
-    if not messages and state is None:
+    if cut == tail.count:
+        cut = None  # nothing to drop
+    if not messages and state is None and cut is None:
         return tail
     turn = tail.turn + 1
     # An emptied state goes inline (state.json disappears); any other goes to
     # state.json after the lines, and the turn counts only once it is there.
     commit = b"" if state is None else b',"st":{}' if state == EMPTY_STATE else b',"s":1'
-    size = _fs.append_lines(path, turn_lines(messages, turn, commit, fence))
+    if cut is not None:
+        commit += b',"c":%d' % cut
+    written = turn_lines(messages, turn, commit, fence)
+    size = _fs.append_lines(path, written)
+    spans, offset = [], size - sum(len(line) + 1 for line in written)
+    for line in written[: len(messages)]:
+        spans.append((offset, len(line)))
+        offset += len(line) + 1
     stamp = _fs.stamp(path)
     if state == EMPTY_STATE:
         _fs.remove_file(path.with_name(STATE_FILE))
     elif state is not None:
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
-    return Tail(size, size, turn, tail.state if state is None else state, fence, stamp)
+    count = (tail.count if cut is None else cut) + len(messages)
+    state = tail.state if state is None else state
+    return Tail(size, size, turn, state, fence, stamp, count, tuple(spans))
 
 
 def rewrite(
@@ -174,11 +202,7 @@ def rewrite(
     fence: int | None,
     run: RunRecord | None = None,
 ) -> Tail:
-    tail = open_tail(folder, key, tail)
-    fence = check_commit(
-        key, version=tail.turn, highest_fence=tail.fence,
-        expected_version=expected_version, fence=fence,
-    )  # fmt: skip
+    tail, fence = open_tail(folder, key, tail, expected_version, fence)
     _put_run(folder, run)
     path = folder / MESSAGES_FILE
     changed = state is not None and state != tail.state
@@ -194,7 +218,7 @@ def rewrite(
         _fs.remove_file(path.with_name(STATE_FILE))
     elif changed or not path.with_name(STATE_FILE).exists():
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
-    return Tail(len(data), len(data), turn, state, fence, stamp)
+    return Tail(len(data), len(data), turn, state, fence, stamp, len(messages))
 
 
 def _put_run(folder: Path, run: RunRecord | None) -> None:

@@ -196,6 +196,7 @@ class SessionStorage(Protocol):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        cut: int | None = None,
         run: RunRecord | None = None,
     ) -> int:
         """Append one turn's messages and, when `state` is not None, replace the state.
@@ -203,7 +204,10 @@ class SessionStorage(Protocol):
         All of it lands or none of it does. Creates the session on first use. Returns the
         new version. With `expected_version`, refuses (ConcurrentWriteError) unless the
         stored version is that one; with `fence`, refuses unless no higher fence was
-        accepted for this session before. `run`, the turn's run record, is saved with
+        accepted for this session before. With `cut`, only the first `cut` stored
+        messages are kept before the turn's messages (an edit or a regenerate), in the
+        same commit, at the cost of the cut rather than of the history; a `cut` beyond the
+        stored history is a StorageError. `run`, the turn's run record, is saved with
         the turn as `put_run` would, in the same transaction (a database) or, for files,
         after the checks and before the commit: a refused write stores none of it.
         """

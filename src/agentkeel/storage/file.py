@@ -42,6 +42,7 @@ from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
 from agentkeel.result import Usage
 from agentkeel.storage import _file_retention, _records, _session_files
+from agentkeel.storage._file_transcript import FileTranscript
 from agentkeel.storage._history import Tail, encode_json, encode_messages
 from agentkeel.storage._session_files import (
     FRAMES_FILE,
@@ -72,7 +73,7 @@ def _document_file(name: str) -> str:
     return f"{name}.json"
 
 
-class LocalFileStorage(_file_retention.FileRetention):
+class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
     """A SessionStorage that keeps each session in a folder of plain, inspectable files.
 
     Args:
@@ -151,27 +152,20 @@ class LocalFileStorage(_file_retention.FileRetention):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        cut: int | None = None,
         run: RunRecord | None = None,
     ) -> int:
-        """Append one turn as one fsynced batch; a crash keeps all of it or none."""
+        """Append one turn as one fsynced batch (its cut too); a crash keeps all or none."""
         require_key(key, "append")
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
         async with self._lock(key):
-            tail = self._cache.get(key)
-            tail = await self._call(
-                key,
-                _session_files.append,
-                self.path(key),
-                key,
-                tail,
-                lines,
-                encoded_state,
-                expected_version,
-                fence,
-                run,
-            )
+            before = self._cache.get(key)
+            args = (self.path(key), key, before, lines, encoded_state)
+            checks = (expected_version, fence, cut, run)
+            tail = await self._call(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
+            self._follow_append(key, before, cut, [message.id for message in messages], tail)
             return tail.turn
 
     async def rewrite(
@@ -189,6 +183,7 @@ class LocalFileStorage(_file_retention.FileRetention):
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
         async with self._lock(key):
+            self._forget_index(key)
             tail = self._cache.get(key)
             tail = await self._call(
                 key,
@@ -210,6 +205,7 @@ class LocalFileStorage(_file_retention.FileRetention):
         require_key(key, "delete")
         async with self._lock(key):
             self._cache.pop(key, None)
+            self._forget_index(key)
             return await self._call(key, _fs.remove_tree, self.path(key))
 
     # -- run records ---------------------------------------------------------------------

@@ -13,13 +13,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agentkeel.errors import StorageError
+from agentkeel.errors import MessageNotFoundError, StorageError
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message, dumps_message, loads_message
 from agentkeel.result import Usage
 from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot, StorageHealth
 from agentkeel.storage.guard import check_commit
 from agentkeel.storage.retention import PROTECTED_STATUSES
+from agentkeel.storage.transcript import (
+    ContextListing,
+    HistoryPage,
+    in_transcript,
+    sort_listings,
+    title_of,
+)
 
 __all__ = ["InMemoryStorage"]
 
@@ -43,6 +50,8 @@ class _Session:
     created_at: float
     updated_at: float
     lines: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    """The message id of each line, so a transcript page decodes only its own lines."""
     state: str = "{}"
     exists: bool = False
     """False while only run records were put: `load` still answers None."""
@@ -92,7 +101,7 @@ class InMemoryStorage:
             return None
         state = json.loads(session.state)
         return SessionSnapshot(
-            messages=[loads_message(line) for line in session.lines],
+            messages=[loads_message(line, position=i) for i, line in enumerate(session.lines)],
             state=state,
             metadata=SessionMetadata(
                 definition=key.definition,
@@ -139,6 +148,7 @@ class InMemoryStorage:
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        cut: int | None = None,
         run: RunRecord | None = None,
     ) -> int:
         """Append one turn; everything is encoded and checked before anything is stored."""
@@ -146,13 +156,20 @@ class InMemoryStorage:
         lines = _encode_messages(messages)
         encoded_state = None if state is None else _encode(state)
         record = None if run is None else _encode(run.to_json(), "run record")
+        stored = self._sessions.get(key)
+        if cut is not None and not 0 <= cut <= (0 if stored is None else len(stored.lines)):
+            raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
         session = self._commit(key, expected_version, fence)
         if run is not None and record is not None:
             self._keep_run(session, run.run_id, record)
         if encoded_state == session.state:
             encoded_state = None
+        if cut is not None and cut < len(session.lines):
+            del session.lines[cut:], session.ids[cut:]
+            session.version += 0 if lines or encoded_state is not None else 1
         if lines or encoded_state is not None:
             session.lines.extend(lines)
+            session.ids.extend(message.id for message in messages)
             if encoded_state is not None:
                 session.state = encoded_state
             session.version += 1
@@ -178,11 +195,57 @@ class InMemoryStorage:
         if run is not None and record is not None:
             self._keep_run(session, run.run_id, record)
         session.lines = lines
+        session.ids = [message.id for message in messages]
         if encoded_state is not None:
             session.state = encoded_state
         session.version += 1
         session.updated_at = time.time()
         return session.version
+
+    async def read_messages(
+        self, key: SessionKey, *, after: str | None, limit: int
+    ) -> HistoryPage | None:
+        """A page of the history; only its own lines are decoded."""
+        session = self._sessions.get(require_key(key, "read_messages"))
+        if session is None or not session.exists:
+            return None
+        start = 0
+        if after is not None:
+            try:
+                start = session.ids.index(after) + 1
+            except ValueError:
+                raise MessageNotFoundError(f"the conversation holds no message {after!r}") from None
+        lines = session.lines[start : start + limit]
+        return HistoryPage(
+            messages=[loads_message(line, position=start + i) for i, line in enumerate(lines)],
+            more=start + limit < len(session.lines),
+            start=start,
+        )
+
+    async def list_sessions(
+        self, principal: str | None, definition: str, *, limit: int, cursor: str | None
+    ) -> tuple[list[ContextListing], str | None]:
+        """The principal's saved sessions of `definition`, newest first."""
+        listings: list[ContextListing] = []
+        for key, session in self._sessions.items():
+            if key.principal != principal or key.definition != definition or not session.exists:
+                continue
+            messages = [loads_message(line) for line in session.lines]
+            listings.append(
+                ContextListing(
+                    metadata=SessionMetadata(
+                        definition=key.definition,
+                        context_id=key.context_id,
+                        owner=key.principal,
+                        created_at=session.created_at,
+                        updated_at=session.updated_at,
+                        message_count=len(session.lines),
+                    ),
+                    title=title_of(messages),
+                    transcript_count=sum(1 for m in messages if in_transcript(m)),
+                )
+            )
+        return sort_listings(listings, limit=limit, cursor=cursor)
 
     async def delete(self, key: SessionKey) -> bool:
         """Forget the session, its runs, frames and documents; True if any existed."""

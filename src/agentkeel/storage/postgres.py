@@ -38,6 +38,7 @@ from agentkeel.storage.postgres_extras import PostgresCapabilities
 from agentkeel.storage.postgres_pool import Row, redact, text_key, who
 from agentkeel.storage.postgres_retention import PostgresRetention
 from agentkeel.storage.postgres_runs import PUT_RUN, PostgresRuns, run_columns
+from agentkeel.storage.postgres_transcript import PostgresTranscript
 
 if TYPE_CHECKING:
     from agentkeel.checkpoint.postgres import PostgresCheckpointer
@@ -47,7 +48,7 @@ __all__ = ["PostgresStorage", "from_url", "redact", "text_key"]
 _OWN_PARAMETERS = ("schema", "prepare_threshold", "pool_size")
 
 
-class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresRuns):
+class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresRuns, PostgresTranscript):
     """A SessionStorage (with every optional capability) in one PostgreSQL schema.
 
     Args:
@@ -137,6 +138,7 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresRuns):
         *,
         expected_version: int | None = None,
         fence: int | None = None,
+        cut: int | None = None,
         run: RunRecord | None = None,
     ) -> int:
         """Append one turn (and its run record) in one transaction; the history is never read.
@@ -144,11 +146,15 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresRuns):
         A saved session whose version and fence let the write through takes one
         statement (one round trip); a new session, or a write the checks refuse, takes
         the locking transaction, which creates the row or raises ConcurrentWriteError.
+        A turn with a `cut` takes `PostgresTranscript._append_cut`'s transaction.
         """
         require_key(key, "append")
         bodies = [line.decode("utf-8") for line in encode_messages(messages)]
         encoded_state = None if state is None else encode_json(state).decode("utf-8")
         ran = run_columns(run)
+        if cut is not None:
+            checks = (expected_version, fence, cut)
+            return await self._append_cut(key, bodies, encoded_state, checks, ran)
         fast = await self._one(
             "WITH moved AS (UPDATE {s}.sessions SET"
             "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"

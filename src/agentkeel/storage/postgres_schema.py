@@ -61,6 +61,10 @@ class Migration:
     statements: tuple[str, ...]
 
 
+MESSAGE_ID_SQL = 'substring(body::text from \'^\\{{\\s*"id"\\s*:\\s*"(msg-[0-9a-f]{{24}})"\')'
+"""A message row's id, read from its text (the codec writes ``id`` first) rather than
+with a JSON operator, which fails on a row whose JSON holds ``\\u0000``."""
+
 USAGE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 """The token counts of a `Usage`, one column each on ``sessions`` and ``usage_days``."""
 
@@ -195,6 +199,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
             "CREATE INDEX memory_items_recent ON {s}.memory_items (scope_id, updated_at DESC,"
             ' namespace COLLATE "C", key COLLATE "C")',
+        ),
+    ),
+    Migration(
+        5,
+        "transcript: messages by id, a principal's sessions by definition and update time",
+        (
+            "CREATE INDEX messages_id ON {s}.messages (session_id, " + MESSAGE_ID_SQL + ")",
+            "CREATE INDEX sessions_listed ON {s}.sessions"
+            " (principal, definition, updated_at DESC, context_id DESC) WHERE saved",
         ),
     ),
 )

@@ -23,6 +23,7 @@ from agentkeel.testing.capabilities import CapabilitySuite
 from agentkeel.testing.checkpointer import CheckpointerFactory, CheckpointerSuite
 from agentkeel.testing.runs import RunRecordSuite
 from agentkeel.testing.session_storage import HistorySuite, StorageFactory
+from agentkeel.testing.transcript import TranscriptSuite
 from agentkeel.testing.versions import VersionSuite
 
 __all__ = [
@@ -33,9 +34,16 @@ __all__ = [
     "RunRecordSuite",
     "SessionStorageSuite",
     "StorageFactory",
+    "TranscriptSuite",
     "VersionSuite",
 ]
 
 
-class SessionStorageSuite(HistorySuite, RunRecordSuite, VersionSuite, CapabilitySuite):
-    """Everything a SessionStorage does: history and runs, versions and fencing, capabilities."""
+class SessionStorageSuite(
+    HistorySuite, RunRecordSuite, VersionSuite, CapabilitySuite, TranscriptSuite
+):
+    """Everything a SessionStorage does.
+
+    History and runs, versions and fencing, capabilities, and the transcript (ids,
+    pages, cuts, the session list).
+    """

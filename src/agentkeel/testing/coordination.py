@@ -147,10 +147,10 @@ class RunLeaseConformance:
 
     async def test_a_cancel_reaches_the_holder(self, leases: LeaseHandles) -> None:
         """The cancel control message, sent from either replica, reaches the holder only."""
-        told: list[str] = []
+        told: list[tuple[str, bool]] = []
 
-        def on_cancel(run_id: str) -> bool:
-            told.append(run_id)
+        def on_cancel(run_id: str, drop: bool) -> bool:
+            told.append((run_id, drop))
             return run_id == "run-1"
 
         assert not await leases[1].cancel(KEY, "run-1")  # nobody holds it
@@ -158,10 +158,11 @@ class RunLeaseConformance:
         with anyio.fail_after(5):
             assert await leases[1].cancel(KEY, "run-1")
             assert not await leases[0].cancel(KEY, "run-2")
-        assert told == ["run-1", "run-2"]
+            assert await leases[1].cancel(KEY, "run-1", drop=True)  # a rollback says so
+        assert told == [("run-1", False), ("run-2", False), ("run-1", True)]
         assert await leases[0].release(grant)
         assert not await leases[1].cancel(KEY, "run-1")
-        assert told == ["run-1", "run-2"]
+        assert len(told) == 3
 
 
 def _frame(index: int, *, done: bool = False) -> JSONObject:

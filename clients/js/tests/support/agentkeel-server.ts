@@ -63,6 +63,10 @@ export interface RunningServer {
 export interface StartOptions {
   /** Serve the chat page at `/` (`server.ui`). */
   ui?: boolean;
+  /** Change the framework before it is written (`dir` is the server's folder). */
+  edit?: (framework: Record<string, unknown>, dir: string) => void;
+  /** Extra environment variables of the server process (e.g. PYTHONPATH for a factory). */
+  env?: Record<string, string>;
 }
 
 /** Write a framework.json whose storage lives in a new temporary folder. */
@@ -73,6 +77,7 @@ function writeFramework(dir: string, options: StartOptions): string {
   framework["checkpointer"] = { dir: join(dir, "checkpoints") };
   const server = (framework["server"] ?? {}) as Record<string, unknown>;
   framework["server"] = { ...server, host: "127.0.0.1", ...(options.ui ? { ui: true } : {}) };
+  options.edit?.(framework, dir);
   const path = join(dir, "framework.json");
   writeFileSync(path, JSON.stringify(framework, null, 2));
   return path;
@@ -91,6 +96,7 @@ export async function startAgentkeel(options: StartOptions = {}): Promise<Runnin
     const started = spawn(program, [...args, framework, "--host", "127.0.0.1", "--port", String(port)], {
       cwd: dir,
       stdio: ["ignore", "pipe", "pipe"],
+      ...(options.env === undefined ? {} : { env: { ...process.env, ...options.env } }),
     });
     child = started;
     let output = "";

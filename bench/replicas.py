@@ -1,0 +1,357 @@
+"""What coordination costs per turn, and how fast a replica takes over a killed one.
+
+Three deployments serve the same streamed turns (20 tokens each, four conversations
+sent round-robin over the replicas), each ``agentkeel serve`` in a subprocess:
+
+- baseline: 1 process, PostgreSQL storage, in-process coordination;
+- redis-1: 1 process, PostgreSQL storage, Redis coordination (lease in PostgreSQL);
+- redis-3: 3 processes on one port each, the same storage and coordination.
+
+For each it prints the server CPU per turn (utime + stime of every server process from
+``/proc``, around the measured turns only), PostgreSQL's and Redis's CPU per turn (their
+processes' CPU over the same span: the servers are shared with whatever else runs on
+the machine, so these are upper bounds), PostgreSQL round trips per turn (counted by a
+loopback forwarder every replica connects through) and Redis commands per turn and
+per streamed frame (``INFO`` deltas, server-wide), and the ratio of each deployment's
+server CPU to the baseline's, measured in the same run (target: at most 1.5x).
+
+Then the takeover: a replica runs a long tool, is SIGKILLed, and another replica runs
+the context; over ``--kills`` kills it prints the distribution of the time from the
+kill to the other replica's answer, against the lease time (``--lease``, short here so
+the run stays short; the default deployment lease is 15 s).
+
+Run with ``.venv/bin/python bench/replicas.py [--turns N] [--kills K] [--lease S]``
+(PostgreSQL at AGENTKEEL_BENCH_POSTGRES or 127.0.0.1:5432, Redis at
+AGENTKEEL_BENCH_REDIS or 127.0.0.1:6379/14). Prints numbers; never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import httpx
+import psycopg
+import redis
+from psycopg import sql
+
+from agentkeel import Agent, ScriptedModel, ScriptedToolCall, ScriptedTurn, tool
+from agentkeel.models.base import ModelRequest
+from agentkeel.sse import aiter_sse
+
+HERE = Path(__file__).resolve().parent
+POSTGRES = os.environ.get("AGENTKEEL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("AGENTKEEL_BENCH_REDIS", "redis://127.0.0.1:6379/14")
+TOKENS = 20
+CONTEXTS = 4
+WARMUP = 8
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class Counting(Protocol):
+    """The round-trip counter every replica's PostgreSQL connections go through."""
+
+    sends: int
+
+
+# -- the agent the servers run (imported as ``replicas_bench:bench_agent``) ---------------
+
+
+@tool
+async def pause(seconds: float) -> str:
+    """Wait, as a long tool would.
+
+    Args:
+        seconds: How long.
+    """
+    await anyio.sleep(seconds)
+    return "paused"
+
+
+def _answer(request: ModelRequest) -> ScriptedTurn:
+    last = request.messages[-1]
+    if last.tool_results:
+        return ScriptedTurn(text="done")
+    if last.text.startswith("pause"):
+        return ScriptedTurn(tool_calls=[ScriptedToolCall("pause", {"seconds": 60.0})])
+    return ScriptedTurn(text="".join(f"t{i:02d} " for i in range(TOKENS)))
+
+
+def bench_agent(context_id: str) -> Agent:
+    """A new Agent for one context: 20 token deltas per turn, or a long tool."""
+    del context_id
+    return Agent(ScriptedModel([_answer], repeat=True, chunk_size=4), tools=[pause], name="b")
+
+
+# -- processes and counters ----------------------------------------------------------------
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of `pids` (0 for one that is gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+def named_pids(name: str) -> list[int]:
+    """Every process whose command name is `name` (read only, to sum their CPU)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == name:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def redis_counters(client: redis.Redis) -> tuple[int, int, float]:
+    """(commands processed, XADD calls, CPU seconds) of the Redis server."""
+    stats, commands, cpu = client.info("stats"), client.info("commandstats"), client.info("cpu")
+    xadd = commands.get("cmdstat_xadd", {}).get("calls", 0)
+    used = float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+    return int(stats["total_commands_processed"]), int(xadd), used
+
+
+class Server:
+    """``agentkeel serve`` in a subprocess, stopped by its pid."""
+
+    def __init__(self, framework: Path, index: int) -> None:
+        self.out = framework.with_name(f"server-{index}.out")
+        env = dict(os.environ)
+        code = "import sys; from agentkeel.server.serve import serve_command; "
+        code += "sys.exit(serve_command(sys.argv[1:]))"
+        with self.out.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", code, str(framework), "--port", "0"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = self.out.read_text()
+            if " on http://" in text:
+                self.url = text.split(" on ", 1)[1].split()[0]
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"the server did not start: {self.out.read_text()[-2000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def framework(folder: Path, storage: str, coordination: str | None) -> Path:
+    path = folder / "framework.json"
+    # the framework's folder is importable while it loads: the agent comes from a copy
+    # of this file there (bench/ itself cannot be on the path: bench/a2a.py would shadow
+    # the a2a package)
+    shutil.copyfile(__file__, folder / "replicas_bench.py")
+    document: dict[str, object] = {
+        "agents": {"b": {"factory": "replicas_bench:bench_agent"}},
+        "storage": storage,
+        "server": {"ui": False},
+    }
+    if coordination is not None:
+        document["coordination"] = coordination
+    path.write_text(json.dumps(document))
+    return path
+
+
+# -- the turns -------------------------------------------------------------------------------
+
+
+async def stream_turn(client: httpx.AsyncClient, url: str, context_id: str) -> int:
+    """One streamed turn; returns how many frames it got."""
+    body = {"message": "go", "contextId": context_id}
+    async with client.stream("POST", f"{url}/agents/b/stream", json=body) as response:
+        response.raise_for_status()
+        return sum([1 async for _ in aiter_sse(response.aiter_bytes())])
+
+
+async def drive(urls: list[str], turns: int, prefix: str) -> int:
+    """`turns` turns over CONTEXTS conversations, one at a time each, round-robin."""
+    frames = 0
+    async with httpx.AsyncClient(timeout=60) as client:
+
+        async def conversation(index: int) -> None:
+            nonlocal frames
+            for turn in range(index, turns, CONTEXTS):
+                got = await stream_turn(client, urls[turn % len(urls)], f"{prefix}-{index}")
+                frames += got  # after the await: `frames += await …` would lose updates
+
+        async with anyio.create_task_group() as group:
+            for index in range(CONTEXTS):
+                group.start_soon(conversation, index)
+    return frames
+
+
+def run_scenario(
+    name: str,
+    storage: str,
+    coordination: str | None,
+    replicas: int,
+    turns: int,
+    forwarder: Counting,
+    rclient: redis.Redis,
+) -> dict[str, float]:
+    """Serve `turns` turns on `replicas` processes; print and return the figures."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = framework(Path(folder), storage, coordination)
+        servers = [Server(path, index) for index in range(replicas)]
+        try:
+            urls = [server.url for server in servers]
+            anyio.run(drive, urls, WARMUP, "warm")
+            pids = [server.process.pid for server in servers]
+            postgres = named_pids("postgres")
+            before = (cpu_seconds(pids), cpu_seconds(postgres), redis_counters(rclient))
+            sends_before = forwarder.sends
+            frames = anyio.run(drive, urls, turns, "run")
+            after = (cpu_seconds(pids), cpu_seconds(postgres), redis_counters(rclient))
+            trips = forwarder.sends - sends_before
+        finally:
+            for server in servers:
+                server.stop()
+    commands = after[2][0] - before[2][0]
+    row = {
+        "server_ms": (after[0] - before[0]) / turns * 1000,
+        "postgres_ms": (after[1] - before[1]) / turns * 1000,
+        "redis_ms": (after[2][2] - before[2][2]) / turns * 1000,
+        "pg_trips": trips / turns,
+        "redis_cmds": commands / turns,
+        "xadd_per_frame": (after[2][1] - before[2][1]) / max(1, frames),
+    }
+    print(
+        f"{name:>9}: server CPU {row['server_ms']:6.2f} ms/turn | PostgreSQL "
+        f"{row['postgres_ms']:5.2f} ms | Redis {row['redis_ms']:5.2f} ms | "
+        f"{row['pg_trips']:5.1f} PG trips/turn | {row['redis_cmds']:5.1f} Redis cmds/turn "
+        f"({row['xadd_per_frame']:.2f} XADD per frame)",
+        flush=True,
+    )
+    return row
+
+
+# -- takeover ----------------------------------------------------------------------------------
+
+
+async def one_takeover(first: Server, second: Server, context_id: str) -> float:
+    async with httpx.AsyncClient(timeout=120) as client:
+        body = {"message": "pause", "contextId": context_id}
+        async with client.stream("POST", f"{first.url}/agents/b/stream", json=body) as response:
+            async for item in aiter_sse(response.aiter_bytes()):
+                if '"tool_call"' in item.data:
+                    first.process.send_signal(signal.SIGKILL)
+                    break
+        killed = time.monotonic()
+        answer = await client.post(
+            f"{second.url}/agents/b/send", json={"message": "after", "contextId": context_id}
+        )
+        answer.raise_for_status()
+        return time.monotonic() - killed
+
+
+def takeovers(storage: str, coordination: str, kills: int) -> list[float]:
+    times = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = framework(Path(folder), storage, coordination)
+        second = Server(path, 0)
+        try:
+            for kill in range(kills):
+                first = Server(path, kill + 1)
+                try:
+                    times.append(anyio.run(one_takeover, first, second, f"kill-{kill}"))
+                finally:
+                    first.stop(signal.SIGKILL)
+        finally:
+            second.stop()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=120)
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--lease", type=float, default=2.0)
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    from _postgres import CountingForwarder
+
+    parts = urlsplit(POSTGRES)
+    database = f"bench_replicas_{secrets.token_hex(3)}"
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    forwarder = CountingForwarder(parts.hostname or "127.0.0.1", parts.port or 5432)
+    netloc = parts.netloc.rpartition("@")
+    storage = urlunsplit(
+        parts._replace(netloc=f"{netloc[0]}@127.0.0.1:{forwarder.port}", path=f"/{database}")
+    )
+    rclient = redis.Redis.from_url(REDIS)
+    prefix = f"bench{secrets.token_hex(3)}:"
+    coordination = f"{REDIS}?prefix={prefix}&lease={args.lease:g}s"
+    try:
+        print(f"{args.turns} streamed turns of {TOKENS} tokens, {CONTEXTS} conversations")
+        rows = {}
+        for name, coord, replicas in (
+            ("baseline", None, 1),
+            ("redis-1", coordination, 1),
+            ("redis-3", coordination, 3),
+        ):
+            rows[name] = run_scenario(
+                name, storage, coord, replicas, args.turns, forwarder, rclient
+            )
+        base = rows["baseline"]["server_ms"]
+        for name in ("redis-1", "redis-3"):
+            ratio = rows[name]["server_ms"] / base
+            verdict = "ok" if ratio <= 1.5 else "over"
+            print(
+                f"ratio {name} / baseline server CPU per turn = {ratio:.2f}x "
+                f"(target <= 1.5x: {verdict})"
+            )
+        times = takeovers(storage, coordination, args.kills)
+        times.sort()
+        p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
+        print(
+            f"takeover after SIGKILL over {len(times)} kills (lease {args.lease:g} s): min "
+            f"{times[0]:.2f} s, median {statistics.median(times):.2f} s, p95 {p95:.2f} s, "
+            f"max {times[-1]:.2f} s; median / lease = {statistics.median(times) / args.lease:.2f}"
+        )
+    finally:
+        for name in rclient.scan_iter(match=f"{prefix}*", count=500):
+            rclient.delete(name)
+        rclient.close()
+        forwarder.close()
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
+            )
+
+
+if __name__ == "__main__":
+    main()

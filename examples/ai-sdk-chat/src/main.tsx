@@ -1,0 +1,10 @@
+import { StrictMode } from "react";
+import { createRoot } from "react-dom/client";
+
+import { App } from "./app";
+
+createRoot(document.getElementById("root")!).render(
+  <StrictMode>
+    <App agent={new URLSearchParams(location.search).get("agent") ?? "demo"} />
+  </StrictMode>,
+);

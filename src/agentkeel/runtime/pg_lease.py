@@ -1,0 +1,398 @@
+"""PostgresRunLease: the one-runner-per-context lease of many replicas, in PostgreSQL.
+
+The fence must live where the commit is checked (SPEC guarantee 10): a lease in Redis
+alone (``SET NX PX``) cannot stop a paused holder from committing after it lost the
+lease. So the lease is a row per context in the storage's database, holding a fencing
+counter that every grant bumps; the runtime passes the grant's fence to every storage
+commit, and storage refuses a fence lower than the highest it accepted. A holder that
+was paused past its lease, and then wakes, commits nothing.
+
+- ``lease_rows``: per context, the last fence, whether it is held and until when
+  (the database's clock, so the replicas' clocks never have to agree). The row stays
+  after a release, so the fence only grows.
+- ``lease_line``: the callers waiting, one row each, in the order they arrived (the
+  time of the call, then a sequence), over all replicas. A waiter refreshes its row while it waits;
+  one that stopped (its process died) is skipped after `STALE_SECONDS`.
+
+A waiter polls; a release also notifies the lease channel, which wakes the waiters of
+that context at once. A cancel for a context held by another replica is a
+notification too, answered by the replica holding it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import psycopg
+
+from agentkeel.errors import AgentkeelError, RunInProgressError
+from agentkeel.messages import JSONObject, JSONValue
+from agentkeel.runtime.coordination import CancelHandler, LeaseGrant, LeaseLostError
+from agentkeel.runtime.pg_notify import PgNotifier
+from agentkeel.storage.base import SessionKey
+from agentkeel.storage.postgres_pool import PostgresPool, Row, who
+
+__all__ = ["DEFAULT_LEASE_SECONDS", "STALE_SECONDS", "PostgresRunLease"]
+
+DEFAULT_LEASE_SECONDS = 15.0
+STALE_SECONDS = 5.0
+"""A waiter whose row was not refreshed for this long is skipped (its process died)."""
+_POLL_SECONDS = 0.05
+_REFRESH_SECONDS = 1.0
+_CANCEL_REPLY_SECONDS = 2.0
+
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS {s}.lease_rows ("
+    " principal text NOT NULL, definition text NOT NULL, context_id text NOT NULL,"
+    " fence bigint NOT NULL DEFAULT 0, held boolean NOT NULL DEFAULT false,"
+    " expires_at timestamptz, PRIMARY KEY (principal, definition, context_id))",
+    "CREATE TABLE IF NOT EXISTS {s}.lease_line ("
+    " ticket bigserial PRIMARY KEY, principal text NOT NULL, definition text NOT NULL,"
+    " context_id text NOT NULL, arrived double precision NOT NULL,"
+    " seen_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    "CREATE INDEX IF NOT EXISTS lease_line_context"
+    " ON {s}.lease_line (principal, definition, context_id, arrived, ticket)",
+)
+_KEY = "principal = %s AND definition = %s AND context_id = %s"
+_LIVE = "(expires_at IS NULL OR expires_at > clock_timestamp())"
+
+
+@dataclass(eq=False, slots=True)
+class _Held:
+    grant: LeaseGrant
+    on_cancel: CancelHandler | None
+
+
+class PostgresRunLease:
+    """`RunLease` over PostgreSQL, shared by every replica on one database and schema.
+
+    Args:
+        pool: The database and schema (its own pool, or the storage's settings).
+    """
+
+    def __init__(self, pool: PostgresPool) -> None:
+        self.pool = pool
+        self.notifier = PgNotifier(pool, "lease")
+        self.instance = secrets.token_hex(8)
+        self._held: dict[SessionKey, _Held] = {}
+        self._wakers: dict[SessionKey, set[anyio.Event]] = {}
+        self._replies: dict[int, asyncio.Future[bool]] = {}
+        self._requests = itertools.count(1)
+        self._joining = anyio.Lock()
+        self._line_connection: psycopg.AsyncConnection[Row] | None = None
+        self.notifier.on("free", self._on_free)
+        self.notifier.on("cancel", self._on_cancel)
+        self.notifier.on("reply", self._on_reply)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Open the pool, create the tables, and listen for releases and cancels."""
+        await self.pool.open()
+        await self._create_tables()
+        with contextlib.suppress(psycopg.Error):  # else opened by the first caller
+            self._line_connection = await psycopg.AsyncConnection.connect(
+                self.pool.dsn, autocommit=True, connect_timeout=5
+            )
+        try:
+            async with self.notifier.running():
+                yield
+        finally:
+            conn, self._line_connection = self._line_connection, None
+            if conn is not None:
+                await conn.close()
+            await self.pool.close()
+
+    async def _create_tables(self) -> None:
+        async with self.pool._connection() as conn, conn.transaction():
+            # one process at a time: CREATE ... IF NOT EXISTS races with itself
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.pool.schema,))
+            for text in _TABLES:
+                await conn.execute(self.pool._sql(text))
+
+    # -- the Protocol ------------------------------------------------------------------
+
+    async def acquire(
+        self,
+        key: SessionKey,
+        *,
+        wait: bool = True,
+        ttl: float | None = None,
+        on_cancel: CancelHandler | None = None,
+    ) -> LeaseGrant:
+        """Take a ticket, then wait for the head of the line and a free (or expired) row.
+
+        The line is ordered by the time of the call (taken before anything is awaited,
+        so calls made one after another are served in that order, as in one process),
+        then by the ticket's sequence number.
+        """
+        if not wait:
+            fence = await self._try(key, None, ttl)
+            if fence is None:
+                raise RunInProgressError(
+                    f"context {key.context_id} is running a turn; try again when it ends"
+                )
+            return self._granted(key, fence, ttl, on_cancel)
+        # every caller takes a ticket, even for a free context: a shortcut past the line
+        # would let a later caller overtake one that is inserting its ticket
+        ticket = await self._join(key, time.time())
+        woken = anyio.Event()
+        self._wakers.setdefault(key, set()).add(woken)
+        try:
+            refreshed = anyio.current_time()
+            while True:
+                fence = await self._try(key, ticket, ttl)
+                if fence is not None:
+                    return self._granted(key, fence, ttl, on_cancel)
+                with anyio.move_on_after(_POLL_SECONDS * 4):
+                    await woken.wait()
+                woken = self._rewake(key, woken)
+                if anyio.current_time() - refreshed > _REFRESH_SECONDS:
+                    await self._refresh(ticket)
+                    refreshed = anyio.current_time()
+        except BaseException:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await self._leave(key, ticket)
+            raise
+        finally:
+            waiting = self._wakers.get(key)
+            if waiting is not None:
+                waiting.discard(woken)
+                if not waiting:
+                    del self._wakers[key]
+
+    async def renew(self, grant: LeaseGrant) -> LeaseGrant:
+        """Push the expiry `grant.ttl` seconds on; LeaseLostError once taken over."""
+        row = await self._one(
+            "UPDATE {s}.lease_rows SET expires_at = CASE WHEN %s::float8 IS NULL THEN NULL"
+            " ELSE clock_timestamp() + %s::float8 * interval '1 second' END"
+            f" WHERE {_KEY} AND fence = %s AND held AND {_LIVE} RETURNING fence",
+            (grant.ttl, grant.ttl, *who(grant.key), grant.fence),
+        )
+        if row is None:
+            self._held.pop(grant.key, None)
+            raise _lost(grant)
+        return grant
+
+    async def release(self, grant: LeaseGrant) -> bool:
+        """Free the row (keeping its fence) and wake the line; False for a lost grant."""
+        held = self._held.get(grant.key)
+        if held is not None and held.grant == grant:
+            del self._held[grant.key]
+        row = await self._one(  # one statement: release, and wake the line if released
+            "WITH released AS (UPDATE {s}.lease_rows SET held = false, expires_at = NULL"
+            f" WHERE {_KEY} AND fence = %s AND held RETURNING fence)"
+            " SELECT pg_notify(%s, %s) FROM released",
+            (*who(grant.key), grant.fence, self.notifier.channel, _payload("free", grant.key)),
+        )
+        return row is not None
+
+    async def check(self, grant: LeaseGrant) -> None:
+        """Raise LeaseLostError unless `grant` still holds its row."""
+        row = await self._one(
+            f"SELECT 1 FROM {{s}}.lease_rows WHERE {_KEY} AND fence = %s AND held AND {_LIVE}",
+            (*who(grant.key), grant.fence),
+        )
+        if row is None:
+            raise _lost(grant)
+
+    async def cancel(self, key: SessionKey, run_id: str, *, drop: bool = False) -> bool:
+        """Tell the holder, here or on another replica, to cancel `run_id` (`drop`: undo it)."""
+        held = self._held.get(key)
+        if held is not None:
+            return held.on_cancel is not None and held.on_cancel(run_id, drop)
+        row = await self._one(
+            f"SELECT 1 FROM {{s}}.lease_rows WHERE {_KEY} AND held AND {_LIVE}", who(key)
+        )
+        if row is None:
+            return False
+        request = next(self._requests)
+        reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._replies[request] = reply
+        try:
+            payload = _message(
+                "cancel", key, run=run_id, drop=drop, to=self.instance, request=request
+            )
+            await self.notifier.notify(payload)
+            with anyio.move_on_after(_CANCEL_REPLY_SECONDS):
+                return await reply
+            return False  # nobody answered: the holder died meanwhile
+        finally:
+            self._replies.pop(request, None)
+
+    # -- the line ----------------------------------------------------------------------
+
+    async def _join(self, key: SessionKey, arrived: float) -> int:
+        # one insert at a time from this process, in call order (the lock is fair), on a
+        # connection of its own: a later caller that got a pooled connection sooner must
+        # not jump the line
+        async with self._joining:
+            conn = self._line_connection
+            if conn is None or conn.closed:
+                try:
+                    conn = await psycopg.AsyncConnection.connect(
+                        self.pool.dsn, autocommit=True, connect_timeout=5
+                    )
+                except psycopg.Error:
+                    conn = None
+                self._line_connection = conn
+            statement = self.pool._sql(
+                "INSERT INTO {s}.lease_line (principal, definition, context_id, arrived)"
+                " VALUES (%s, %s, %s, %s) RETURNING ticket"
+            )
+            if conn is not None:
+                try:
+                    row = await (await conn.execute(statement, (*who(key), arrived))).fetchone()
+                    assert row is not None
+                    return int(row[0])
+                except psycopg.OperationalError:
+                    self._line_connection = None
+            async with self.pool._connection() as pooled:  # the pool reports what is wrong
+                row = await (await pooled.execute(statement, (*who(key), arrived))).fetchone()
+                assert row is not None
+                return int(row[0])
+
+    async def _refresh(self, ticket: int) -> None:
+        await self._one(
+            "UPDATE {s}.lease_line SET seen_at = clock_timestamp() WHERE ticket = %s"
+            " RETURNING ticket",
+            (ticket,),
+        )
+
+    async def _leave(self, key: SessionKey, ticket: int) -> None:
+        async with self.pool._connection() as conn, conn.transaction():
+            await conn.execute(
+                self.pool._sql("DELETE FROM {s}.lease_line WHERE ticket = %s"), (ticket,)
+            )
+            await conn.execute(
+                "SELECT pg_notify(%s, %s)", (self.notifier.channel, _payload("free", key))
+            )
+
+    async def _try(self, key: SessionKey, ticket: int | None, ttl: float | None) -> int | None:
+        """One attempt, one statement: the new fence, or None (held, or not our turn).
+
+        Without a ticket it takes only a free context that nobody waits for. The upsert
+        locks the context's row, and its ``WHERE`` is checked again on the row's latest
+        version, so two replicas trying at once never both get it.
+        """
+        principal, definition, context_id = who(key)
+        params = {
+            "p": principal,
+            "d": definition,
+            "c": context_id,
+            "stale": STALE_SECONDS,
+            "ticket": ticket,
+            "ttl": ttl,
+        }
+        row = await self._one(
+            "WITH head AS (SELECT ticket FROM {s}.lease_line l WHERE l.principal = %(p)s"
+            " AND l.definition = %(d)s AND l.context_id = %(c)s"
+            " AND l.seen_at > clock_timestamp() - %(stale)s * interval '1 second'"
+            " ORDER BY l.arrived, l.ticket LIMIT 1),"
+            " granted AS (INSERT INTO {s}.lease_rows AS r"
+            " (principal, definition, context_id, fence, held, expires_at)"
+            " SELECT %(p)s, %(d)s, %(c)s, 1, true, CASE WHEN %(ttl)s::float8 IS NULL THEN NULL"
+            " ELSE clock_timestamp() + %(ttl)s::float8 * interval '1 second' END"
+            " WHERE CASE WHEN %(ticket)s::bigint IS NULL THEN NOT EXISTS (SELECT 1 FROM head)"
+            " ELSE coalesce((SELECT ticket FROM head) = %(ticket)s::bigint, true) END"
+            " ON CONFLICT (principal, definition, context_id) DO UPDATE"
+            " SET fence = r.fence + 1, held = true, expires_at = excluded.expires_at"
+            " WHERE NOT (r.held AND (r.expires_at IS NULL OR r.expires_at > clock_timestamp()))"
+            " RETURNING r.fence),"
+            " gone AS (DELETE FROM {s}.lease_line WHERE ticket = %(ticket)s::bigint"
+            " AND EXISTS (SELECT 1 FROM granted))"
+            " SELECT fence FROM granted",
+            params,
+        )
+        return None if row is None else int(str(row[0]))
+
+    def _granted(
+        self, key: SessionKey, fence: int, ttl: float | None, on_cancel: CancelHandler | None
+    ) -> LeaseGrant:
+        grant = LeaseGrant(key=key, fence=fence, ttl=ttl)
+        self._held[key] = _Held(grant, on_cancel)
+        return grant
+
+    def _rewake(self, key: SessionKey, woken: anyio.Event) -> anyio.Event:
+        if not woken.is_set():
+            return woken
+        fresh = anyio.Event()
+        waiting = self._wakers.setdefault(key, set())
+        waiting.discard(woken)
+        waiting.add(fresh)
+        return fresh
+
+    async def _one(
+        self, text: str, params: tuple[object, ...] | dict[str, object]
+    ) -> tuple[object, ...] | None:
+        async with self.pool._connection() as conn:
+            cursor = await conn.execute(self.pool._sql(text), params)
+            try:
+                return await cursor.fetchone()
+            except psycopg.ProgrammingError:  # a statement without rows
+                return None
+
+    # -- notifications -----------------------------------------------------------------
+
+    def _on_free(self, payload: JSONObject) -> None:
+        key = _key_of(payload)
+        for woken in () if key is None else self._wakers.get(key, ()):
+            woken.set()
+
+    def _on_cancel(self, payload: JSONObject) -> None:
+        key = _key_of(payload)
+        held = None if key is None else self._held.get(key)
+        if held is None:
+            return
+        run_id = str(payload.get("run"))
+        told = held.on_cancel is not None and held.on_cancel(run_id, payload.get("drop") is True)
+        reply = {"t": "reply", "to": payload.get("to"), "request": payload.get("request")}
+        reply["ok"] = told
+        asyncio.get_running_loop().create_task(self.notifier.notify(reply))
+
+    def _on_reply(self, payload: JSONObject) -> None:
+        if payload.get("to") != self.instance:
+            return
+        request = payload.get("request")
+        waiting = self._replies.get(request) if isinstance(request, int) else None
+        if waiting is not None and not waiting.done():
+            waiting.set_result(bool(payload.get("ok")))
+
+
+def _message(kind: str, key: SessionKey, **fields: JSONValue) -> JSONObject:
+    return {"t": kind, "k": [key.principal, key.definition, key.context_id], **fields}
+
+
+def _payload(kind: str, key: SessionKey) -> str:
+    return json.dumps(_message(kind, key), separators=(",", ":"))
+
+
+def _key_of(payload: JSONObject) -> SessionKey | None:
+    parts = payload.get("k")
+    if not isinstance(parts, list) or len(parts) != 3:
+        return None
+    principal, definition, context_id = parts
+    try:
+        return SessionKey(
+            definition=str(definition),
+            context_id=str(context_id),
+            principal=None if principal is None else str(principal),
+        )
+    except AgentkeelError:
+        return None
+
+
+def _lost(grant: LeaseGrant) -> LeaseLostError:
+    return LeaseLostError(
+        f"the lease on context {grant.key.context_id} (fence {grant.fence}) was lost"
+    )

@@ -1,0 +1,108 @@
+"""RedisClaimTable: the shared Idempotency-Key claims in Redis (``SET NX EX``).
+
+A claim is one string key holding a small JSON object; the atomic ``SET NX`` decides
+who claimed first. Each context keeps a set of its claims' keys, so that deleting the
+context drops them (guarantee 13); both expire after the claims' ttl.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from agentkeel.errors import StorageUnavailableError
+from agentkeel.messages import JSONObject
+
+__all__ = ["RedisClaimTable"]
+
+
+class RedisClaimTable:
+    """`ClaimTable` over a Redis client (the fan-out's, so one pool serves both).
+
+    Args:
+        client: Gives the connected client (the fan-out's, once it is running).
+        prefix: Put before every key.
+    """
+
+    def __init__(self, client: Callable[[], Redis], *, prefix: str = "agentkeel:") -> None:
+        self._client = client
+        self.prefix = prefix
+
+    @property
+    def redis(self) -> Redis:
+        """The client to send to."""
+        return self._client()
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}claim:{name}"
+
+    def _context_key(self, context: str) -> str:
+        return f"{self.prefix}claims:{context}"
+
+    async def insert(
+        self, name: str, value: JSONObject, context: str, ttl: float
+    ) -> JSONObject | None:
+        """``SET NX`` the claim; None if it was set, else the value already there.
+
+        Raises:
+            StorageUnavailableError: Redis cannot be reached (``503``): a claim that
+                cannot be checked must not run, or a retry could run it twice.
+        """
+        try:
+            return await self._insert(name, value, context, ttl)
+        except RedisError as exc:
+            raise StorageUnavailableError(
+                f"coordination: Redis is unavailable, so the Idempotency-Key cannot be "
+                f"checked: {type(exc).__name__}"
+            ) from None
+
+    async def _insert(
+        self, name: str, value: JSONObject, context: str, ttl: float
+    ) -> JSONObject | None:
+        seconds = max(1, round(ttl))
+        key = self._key(name)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(key, json.dumps(value), nx=True, ex=seconds)
+            pipe.get(key)
+            pipe.sadd(self._context_key(context), key)
+            pipe.expire(self._context_key(context), seconds)
+            inserted, current, _, _ = await pipe.execute()
+        if inserted:
+            return None
+        return _decode(current) or {}
+
+    async def get(self, name: str) -> JSONObject | None:
+        """The claim, or None."""
+        return _decode(await self.redis.get(self._key(name)))
+
+    async def update(self, name: str, fields: JSONObject) -> None:
+        """Merge `fields` into the claim, keeping its expiry (``SET XX KEEPTTL``)."""
+        key = self._key(name)
+        current = _decode(await self.redis.get(key))
+        if current is None:
+            return
+        current.update(fields)
+        await self.redis.set(key, json.dumps(current), xx=True, keepttl=True)
+
+    async def delete(self, name: str) -> None:
+        """Drop the claim."""
+        await self.redis.delete(self._key(name))
+
+    async def delete_context(self, context: str) -> None:
+        """Drop every claim of `context`, and its set."""
+        context_key = self._context_key(context)
+        members = await self.redis.smembers(context_key)
+        await self.redis.delete(context_key, *members)
+
+
+def _decode(raw: object) -> JSONObject | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,156 @@
+"""RedisStreams: the runs' frames fanned out to every replica through Redis Streams.
+
+One stream per run; each frame is one ``XADD`` whose entry id is the frame id
+(``<id>-0``), so a duplicate or a lower id (a second writer, say a holder that lost
+its lease) is refused by Redis itself. The writer sends each batch as one pipeline:
+one command per frame, plus the pointer at a segment's start and end and once a second
+(`SharedStreams` has the rest). Streams and pointers expire after
+``retention.events``. A follower on another replica reads with ``XREAD BLOCK`` on a
+connection of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agentkeel.keys import SessionKey
+from agentkeel.runtime.channels import Frame
+from agentkeel.runtime.remote_channel import frame_of
+from agentkeel.runtime.shared_streams import (
+    FrameWrite,
+    SharedRunChannel,
+    SharedStreams,
+    Write,
+    context_name,
+)
+from agentkeel.storage.base import SessionStorage
+
+__all__ = ["RedisRunChannel", "RedisStreams"]
+
+logger = logging.getLogger(__name__)
+
+RedisRunChannel = SharedRunChannel
+
+
+class RedisStreams(SharedStreams):
+    """`StreamFanout` over Redis Streams, shared by every replica on one Redis database.
+
+    Args:
+        url: The ``redis://`` URL (its database number selects the database).
+        storage: Where segments' frames persist, and are read back from.
+        retention: Seconds a finished run's frames stay (None: no expiry).
+        prefix: Put before every key, so that deployments can share a database.
+    """
+
+    backend = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        storage: SessionStorage,
+        retention: float | None,
+        *,
+        prefix: str = "agentkeel:",
+    ) -> None:
+        super().__init__(storage, retention)
+        self.url = url
+        self.prefix = prefix
+        self._redis: Redis | None = None
+
+    @asynccontextmanager
+    async def connected(self) -> AsyncIterator[None]:
+        """One client (and its pool) for every non-blocking command."""
+        self._redis = Redis.from_url(self.url)
+        try:
+            yield
+        finally:
+            redis, self._redis = self._redis, None
+            await redis.aclose()
+
+    @property
+    def redis(self) -> Redis:
+        """The shared client."""
+        if self._redis is None:
+            raise RuntimeError("RedisStreams is not running (enter `running()` first)")
+        return self._redis
+
+    def stream_key(self, key: SessionKey, run_id: str) -> str:
+        """The Redis stream of one run."""
+        return f"{self.prefix}run:{context_name(key)}:{run_id}"
+
+    def pointer_key(self, key: SessionKey) -> str:
+        """The key naming a context's latest run."""
+        return f"{self.prefix}latest:{context_name(key)}"
+
+    async def ping(self) -> None:
+        """PING."""
+        await self.redis.ping()
+
+    async def send_batch(self, writes: list[Write]) -> None:
+        """One pipeline; a refused ``XADD`` (a lower id: a second writer) is only logged."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for write in writes:
+                if isinstance(write, FrameWrite):
+                    stream = self.stream_key(write.key, write.run_id)
+                    pipe.xadd(stream, {"e": write.frame.encoded}, id=f"{write.frame.id}-0")
+                elif write.value is None:
+                    pipe.delete(self.pointer_key(write.key))
+                else:
+                    pipe.set(self.pointer_key(write.key), write.value, ex=write.ttl)
+                    if write.ttl is not None and write.run_id is not None:
+                        pipe.expire(self.stream_key(write.key, write.run_id), write.ttl)
+            results = await pipe.execute(raise_on_error=False)
+        for result in results:
+            if isinstance(result, Exception):
+                logger.warning("redis | a fan-out write was refused: %s", result)
+
+    async def read_pointer(self, key: SessionKey) -> str | None:
+        """GET the pointer."""
+        raw = await self.redis.get(self.pointer_key(key))
+        return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    async def read_frames(self, key: SessionKey, run_id: str) -> list[Frame]:
+        """XRANGE the run's stream."""
+        entries = await self.redis.xrange(self.stream_key(key, run_id)) or []
+        return [frame for entry in entries if (frame := _decode(*entry)) is not None]
+
+    def reader(self, key: SessionKey, run_id: str) -> _RedisReader:
+        """A follower's reader, on a connection of its own."""
+        client = Redis.from_url(self.url, single_connection_client=True)
+        return _RedisReader(client, self.stream_key(key, run_id))
+
+
+class _RedisReader:
+    def __init__(self, client: Redis, stream: str) -> None:
+        self.client = client
+        self.stream = stream
+
+    async def read(self, after: int, block: float) -> list[Frame]:
+        reply: Any = await self.client.xread(
+            {self.stream: f"{after}-0"}, block=max(1, int(block * 1000)), count=512
+        )
+        frames: list[Frame] = []
+        for _, entries in reply or ():
+            for entry in entries:
+                frame = _decode(*entry)
+                if frame is None:
+                    return frames
+                frames.append(frame)
+        return frames
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def _decode(entry_id: object, fields: object) -> Frame | None:
+    try:
+        text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        encoded = fields[b"e"]  # type: ignore[index]
+        return frame_of(int(text.split("-")[0]), encoded)
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -1,0 +1,1 @@
+"""Tests of the AI SDK binding (SPEC 10): parts, request parsing, and the wire over HTTP."""

@@ -1,0 +1,1 @@
+"""Fuzzing the wire: schemathesis against a real server, with a seed printed for each run."""

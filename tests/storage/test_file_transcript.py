@@ -1,0 +1,75 @@
+"""LocalFileStorage's page index: pages cost the page, and follow this process's appends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentkeel.messages import Message
+from agentkeel.storage import LocalFileStorage, SessionKey
+from agentkeel.storage import _file_transcript as transcript_module
+
+pytestmark = pytest.mark.anyio
+KEY = SessionKey(definition="chat", context_id="ctx-1")
+
+
+def exchange(index: int) -> list[Message]:
+    return [Message.user(f"q{index} ü"), Message.assistant(f"a{index}")]
+
+
+async def ids(storage: LocalFileStorage, after: str | None = None) -> list[str]:
+    page = await storage.read_messages(KEY, after=after, limit=500)
+    assert page is not None
+    return [m.id for m in page.messages]
+
+
+async def test_the_index_follows_appends_and_cuts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builds: list[Path] = []
+    build = transcript_module._build_index
+
+    def counted(folder: Path, key: SessionKey) -> transcript_module.PageIndex | None:
+        builds.append(folder)
+        return build(folder, key)
+
+    monkeypatch.setattr(transcript_module, "_build_index", counted)
+    storage = LocalFileStorage(tmp_path)
+    history = [*exchange(0), *exchange(1)]
+    await storage.append(KEY, history, {"n": 1})
+    assert await ids(storage) == [m.id for m in history]
+    for index in range(2, 5):
+        added = exchange(index)
+        await storage.append(KEY, added, {"n": index})  # the state file path too
+        history += added
+    again = [Message.assistant("a1 again")]
+    await storage.append(KEY, again, None, cut=3)
+    history = [*history[:3], *again]
+    edited = exchange(9)
+    await storage.append(KEY, edited, None, cut=0)
+    history = edited
+    last = exchange(10)
+    await storage.append(KEY, last, None)
+    history += last
+    assert await ids(storage) == [m.id for m in history]
+    assert await ids(storage, after=history[1].id) == [m.id for m in history[2:]]
+    assert len(builds) == 1  # every append was followed, nothing was read again
+    fresh = LocalFileStorage(tmp_path)
+    assert await ids(fresh) == [m.id for m in history]
+    page = await fresh.read_messages(KEY, after=history[0].id, limit=2)
+    assert page is not None and page.messages == history[1:3] and page.more
+
+
+async def test_another_writer_is_seen(tmp_path: Path) -> None:
+    reader, writer = LocalFileStorage(tmp_path), LocalFileStorage(tmp_path)
+    first = exchange(0)
+    await writer.append(KEY, first, None)
+    assert await ids(reader) == [m.id for m in first]
+    second = exchange(1)
+    await writer.append(KEY, second, None, cut=0)
+    assert await ids(reader) == [m.id for m in second]
+    await writer.rewrite(KEY, first, None)
+    assert await ids(reader) == [m.id for m in first]
+    await writer.delete(KEY)
+    assert await reader.read_messages(KEY, after=None, limit=5) is None
