@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JS := clients/js
 PAGE := src/agentkeel/server/static/index.html
 
-.PHONY: install run test test-python test-js js-deps mcp-servers chromium lint typecheck fmt bench clean fuzz
+.PHONY: install run test test-python test-js js-deps mcp-servers chromium lint typecheck fmt bench soak clean fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -73,7 +73,10 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix src tests bench
 
 bench: $(STAMP)
-	for script in bench/*.py; do echo "== $$script"; $(BIN)/python -P $$script || exit 1; done
+	for script in bench/*.py; do [ $$script = bench/soak.py ] && continue; echo "== $$script"; $(BIN)/python -P $$script || exit 1; done
+
+soak: $(STAMP)
+	$(BIN)/python -P bench/soak.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

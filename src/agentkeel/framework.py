@@ -33,7 +33,7 @@ from agentkeel.errors import ConfigurationError
 from agentkeel.framework_loader import FrameworkLoader, importable
 from agentkeel.framework_schema import parse_duration
 from agentkeel.framework_types import TASK_INDEX_DEFINITION, Framework
-from agentkeel.server_settings import Retention, ServerSettings
+from agentkeel.server_settings import LimitSettings, Retention, ServerSettings
 
 __all__ = [
     "CATALOG_CONTEXT_ID",
@@ -42,6 +42,7 @@ __all__ = [
     "AgentFactory",
     "Catalog",
     "Framework",
+    "LimitSettings",
     "Retention",
     "ServerSettings",
     "checked_factory",

@@ -47,7 +47,7 @@ from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
 from agentkeel.runtime.coordination_registry import coordination_url
-from agentkeel.server_settings import A2ASettings, Retention, ServerSettings
+from agentkeel.server_settings import A2ASettings, LimitSettings, Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.configured import configured_stores
 from agentkeel.storage.memory import InMemoryStorage
@@ -147,11 +147,12 @@ class FrameworkLoader:
     def server(self, config: ServerConfig) -> ServerSettings:
         """The server settings, with auth and A2A checked."""
         auth = None if config.auth is None else load_auth(config.auth, self.source)
-        fields = config.model_dump(exclude={"auth", "cors", "a2a"})
+        fields = config.model_dump(exclude={"auth", "cors", "a2a", "limits"})
         if (grpc_port := config.a2a.grpc_port) and grpc_port == config.port:
             raise self.error("server.a2a.grpcPort", f"{grpc_port} is server.port already")
         a2a = A2ASettings(**config.a2a.model_dump())
-        return ServerSettings(**fields, cors=tuple(config.cors), auth=auth, a2a=a2a)
+        limits = LimitSettings(**config.limits.model_dump())
+        return ServerSettings(**fields, cors=tuple(config.cors), auth=auth, a2a=a2a, limits=limits)
 
     def stores(self, parsed: FrameworkFile) -> tuple[SessionStorage, Checkpointer]:
         """The storage and checkpointer the file configures."""

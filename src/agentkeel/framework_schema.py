@@ -165,6 +165,17 @@ class A2AConfig(StrictConfig):
     deduplicate_messages: bool = True
 
 
+class LimitsConfig(StrictConfig):
+    """Per-principal limits and slow-client timeouts (null: no limit)."""
+
+    streams_per_principal: int | None = Field(default=None, ge=1)
+    turns_per_minute_per_principal: int | None = Field(default=None, ge=1)
+    turns_per_minute_per_context: int | None = Field(default=None, ge=1)
+    max_message_bytes: int | None = Field(default=None, ge=1)
+    stream_stall_seconds: float = Field(default=30.0, gt=0)
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+
+
 class ServerConfig(StrictConfig):
     """The ``server`` object: address, limits, CORS, auth, A2A."""
 
@@ -179,6 +190,7 @@ class ServerConfig(StrictConfig):
     shutdown_timeout_seconds: float = Field(default=30.0, ge=0)
     auth: dict[str, object] | None = None
     a2a: A2AConfig = Field(default=A2AConfig(), alias="a2a")
+    limits: LimitsConfig = LimitsConfig()
 
 
 def _duration(value: object) -> object:

@@ -11,7 +11,7 @@ from typing import Literal, TypeAlias
 
 from agentkeel.auth_settings import AuthSettings
 
-__all__ = ["A2ASettings", "ConcurrencyPolicy", "Retention", "ServerSettings"]
+__all__ = ["A2ASettings", "ConcurrencyPolicy", "LimitSettings", "Retention", "ServerSettings"]
 
 ConcurrencyPolicy: TypeAlias = Literal["queue", "reject", "interrupt", "rollback"]
 """``server.concurrency``, and a turn's own ``multitask`` (SPEC 5)."""
@@ -30,6 +30,30 @@ class A2ASettings:
     """A message sent again with the same ``messageId`` and content, on the same
     transport, joins the first one's task (a retry runs once); false runs every message,
     for senders that reuse ids (the A2A conformance kit does)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitSettings:
+    """The ``server.limits`` section: what one principal may take (None: no limit).
+
+    Over a limit a request gets ``429 rate_limited`` with ``Retry-After``; a message over
+    `max_message_bytes` gets ``413 message_too_large``. Principals are those of
+    ``server.auth``; without it every caller is the one anonymous principal.
+    """
+
+    streams_per_principal: int | None = None
+    """SSE streams (turns streamed and reconnects) one principal holds open at once."""
+    turns_per_minute_per_principal: int | None = None
+    """Turns (messages and resumes) one principal starts in any 60 seconds."""
+    turns_per_minute_per_context: int | None = None
+    """Turns started on one context in any 60 seconds."""
+    max_message_bytes: int | None = None
+    """The largest message, in UTF-8 bytes of its text."""
+    stream_stall_seconds: float = 30.0
+    """A reader that stopped reading is dropped after its stream's send buffer stayed
+    full this long (its run goes on, and keeps its frames for a reconnect)."""
+    body_timeout_seconds: float = 30.0
+    """A request body must arrive whole within this long, or ``408 request_timeout``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +81,8 @@ class ServerSettings:
     """API keys and JWTs (`agentkeel.server.auth`); None serves everyone as one principal."""
     a2a: A2ASettings = field(default_factory=A2ASettings)
     """The A2A binding's options beyond HTTP (SPEC 6)."""
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    """Per-principal limits and slow-client timeouts."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,6 +12,8 @@ part, and each has a conformance suite in `agentkeel.testing` that every backend
   of readers from any frame id; and which run is a context's latest.
 - `IdempotencyStore`: one claim per Idempotency-Key, atomically, so a retry (even one
   arriving at the same instant) finds the run the first request started.
+- `LimitCounters`: the counters behind ``server.limits`` (streams held, turns in the
+  last minute), so a principal's limits hold across replicas.
 
 `in_process_coordination` builds the implementations that keep everything in this
 process: the server's default, and the reference the conformance suites were written
@@ -21,7 +23,7 @@ against.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from agentkeel.errors import AgentkeelError
@@ -37,6 +39,7 @@ __all__ = [
     "IdempotencyStore",
     "LeaseGrant",
     "LeaseLostError",
+    "LimitCounters",
     "RunLease",
     "RunStream",
     "StreamFanout",
@@ -251,9 +254,44 @@ class IdempotencyStore(Protocol, Generic[T]):
         ...
 
 
+class LimitCounters(Protocol):
+    """Counters of what each principal (or context) takes, checked against a limit.
+
+    Names are opaque strings the caller builds (``streams:<principal>``...); a backend
+    only counts. Both checks are atomic: two callers at the same instant never both
+    take the last unit.
+    """
+
+    async def hold(self, name: str, limit: int) -> bool:
+        """Take one of `limit` slots of `name` (a stream); False (nothing taken) when full."""
+        ...
+
+    async def release(self, name: str) -> None:
+        """Give back one slot of `name` taken by `hold`."""
+        ...
+
+    async def hit(self, name: str, limit: int, window: float) -> float:
+        """Count one event of `name` if fewer than `limit` fell in the last `window` seconds.
+
+        Returns 0.0 when counted, else the seconds until the oldest counted event leaves
+        the window (nothing counted): the caller's ``Retry-After``.
+        """
+        ...
+
+    def sweep(self) -> int:
+        """Forget the names whose windows hold no event any more; returns how many went."""
+        ...
+
+
+def _in_process_limits() -> LimitCounters:
+    from agentkeel.runtime.quotas import InProcessLimitCounters
+
+    return InProcessLimitCounters()
+
+
 @dataclass(frozen=True, slots=True)
 class Coordination(Generic[T]):
-    """The three parts one set of servers shares, each swappable on its own."""
+    """The parts one set of servers shares, each swappable on its own."""
 
     lease: RunLease
     fanout: StreamFanout
@@ -265,6 +303,8 @@ class Coordination(Generic[T]):
     fenced: bool = False
     """The lease's fences outlive this process (a shared backend): the runtime passes
     them to every storage commit, which refuses a holder that lost its lease."""
+    limits: LimitCounters = field(default_factory=_in_process_limits)
+    """The ``server.limits`` counters (default: kept in this process)."""
 
 
 def in_process_coordination(
@@ -285,6 +325,7 @@ def in_process_coordination(
     from agentkeel.runtime.channels import RetainedStreams
     from agentkeel.runtime.idempotency import IdempotencyClaims
     from agentkeel.runtime.lease import InProcessRunLease
+    from agentkeel.runtime.quotas import InProcessLimitCounters
 
     ttl = idempotency_ttl or retention or 86_400.0
     return Coordination(
@@ -292,4 +333,5 @@ def in_process_coordination(
         fanout=RetainedStreams(storage, retention),
         idempotency=IdempotencyClaims(ttl),
         lease_ttl=lease_ttl,
+        limits=InProcessLimitCounters(),
     )

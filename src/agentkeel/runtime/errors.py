@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from agentkeel.errors import AgentkeelError
 
-__all__ = ["IdempotencyKeyReusedError", "ShuttingDownError"]
+__all__ = [
+    "IdempotencyKeyReusedError",
+    "MessageTooLargeError",
+    "RateLimitedError",
+    "ShuttingDownError",
+]
 
 
 class ShuttingDownError(AgentkeelError):
@@ -21,3 +26,24 @@ class IdempotencyKeyReusedError(AgentkeelError):
     """An Idempotency-Key came back with a different request body."""
 
     code = "idempotency_key_reused"
+
+
+class RateLimitedError(AgentkeelError):
+    """A principal (or a context) is over one of ``server.limits``: try again later.
+
+    `reason` names the limit (``streams``, ``principal_turns``, ``context_turns``), for the
+    refusal metrics; `retry_after` is the seconds until a retry can succeed.
+    """
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, reason: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class MessageTooLargeError(AgentkeelError):
+    """A message is larger than ``server.limits.maxMessageBytes`` (no retry will help)."""
+
+    code = "message_too_large"

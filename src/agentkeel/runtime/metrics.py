@@ -193,6 +193,11 @@ class ServerMetrics:
             "What the retention sweeper deleted, by kind (runs, frames, sessions).",
             ("kind",),
         )
+        self.refusals = Counter(
+            "agentkeel_limit_refusals_total",
+            "Requests refused or dropped under server.limits, by reason.",
+            ("reason",),
+        )
         self.cancels = Counter(
             "agentkeel_cancels_total",
             "Runs stopped on the server, by agent and why: cancel (the endpoint, or an "
@@ -211,6 +216,7 @@ class ServerMetrics:
             self.forks,
             self.edits,
             self.swept,
+            self.refusals,
             self.cancels,
             self.runs,
             self.turn_seconds,

@@ -41,6 +41,7 @@ from agentkeel.hooks.events import HookEvent
 from agentkeel.hooks.registry import HookCallback
 from agentkeel.memory.attach import attach_memory
 from agentkeel.messages import JSONValue
+from agentkeel.runtime.admission import Admission
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
 from agentkeel.runtime.control import cancel_context, preempt
@@ -86,6 +87,9 @@ class ServerRuntime:
             framework.storage, retention=framework.retention.events
         )
         self.metrics = ServerMetrics()
+        self.admission = Admission(
+            framework.server.limits, self.coordination.limits, self.metrics.refusals.inc
+        )
         self.agent_hooks: list[tuple[type[HookEvent], HookCallback[Any]]] = []
         """Hook callbacks every served agent gets (bindings add theirs here)."""
         self.cache = ContextCache(
@@ -171,6 +175,7 @@ class ServerRuntime:
             await anyio.sleep(_SWEEP_SECONDS)
             self.streams.sweep()
             self.coordination.idempotency.sweep()
+            self.coordination.limits.sweep()
 
     def _dropped(self, entry: ContextEntry) -> None:
         """A context left the cache: close what its Agent held for it alone (MCP)."""
@@ -254,6 +259,7 @@ class ServerRuntime:
                 # a decision needs a conversation: for an unknown context (or another
                 # principal's) answer like every other endpoint, and build nothing
                 raise ContextNotFoundError(f"no context {key.context_id!r} for this agent")
+            await self.admission.admit_turn(key, request)
             if request.resume is None:
                 await check_daily_budget(self.framework, key)
             entry = await self.cache.acquire(key)

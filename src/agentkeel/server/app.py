@@ -226,7 +226,14 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
     middleware.append(Middleware(ErrorMiddleware))
     if authenticator is not None:
         middleware.append(Middleware(AuthMiddleware, authenticator=authenticator))
-    middleware.append(Middleware(RequestLimits, max_body_bytes=settings.max_body_bytes))
+    middleware.append(
+        Middleware(
+            RequestLimits,
+            max_body_bytes=settings.max_body_bytes,
+            body_timeout=settings.limits.body_timeout_seconds,
+            on_refused=runtime.metrics.refusals.inc,
+        )
+    )
     app = Starlette(
         routes=[
             *(routes or []),

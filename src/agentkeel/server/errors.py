@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import ClassVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,7 +35,12 @@ from agentkeel.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from agentkeel.runtime.errors import IdempotencyKeyReusedError, ShuttingDownError
+from agentkeel.runtime.errors import (
+    IdempotencyKeyReusedError,
+    MessageTooLargeError,
+    RateLimitedError,
+    ShuttingDownError,
+)
 from agentkeel.runtime.wire import error_body
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "IdempotencyKeyReusedError",
     "InvalidJSONError",
     "PayloadTooLargeError",
+    "RequestTimeoutError",
     "RouteNotFoundError",
     "RunNotFoundError",
     "ShuttingDownError",
@@ -90,6 +97,13 @@ class PayloadTooLargeError(HTTPError):
     status = 413
 
 
+class RequestTimeoutError(HTTPError):
+    """The request body did not arrive within ``server.limits.bodyTimeoutSeconds``."""
+
+    code = "request_timeout"
+    status = 408
+
+
 class InvalidJSONError(HTTPError):
     """The request body is not JSON."""
 
@@ -99,6 +113,8 @@ class InvalidJSONError(HTTPError):
 
 _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (BudgetExceededError, 429),
+    (RateLimitedError, 429),
+    (MessageTooLargeError, 413),
     (InvalidRequestError, 400),
     (ContextNotFoundError, 404),
     (MessageNotFoundError, 404),
@@ -154,6 +170,8 @@ def retry_after_header(exc: BaseException) -> list[tuple[bytes, bytes]]:
     """``Retry-After`` for an error that knows when trying again may succeed."""
     if isinstance(exc, BudgetExceededError) and exc.retry_after is not None:
         return [(b"retry-after", str(max(1, round(exc.retry_after))).encode())]
+    if isinstance(exc, RateLimitedError):  # rounded up: a retry sooner would be refused
+        return [(b"retry-after", str(max(1, math.ceil(exc.retry_after))).encode())]
     return []
 
 

@@ -8,6 +8,8 @@ middleware is all it takes to give each principal contexts of their own.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncGenerator
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -78,11 +80,32 @@ def _body(request: Request) -> JSONValue:
 async def stream(request: Request) -> Response | SSEResponse:
     """``POST /agents/{name}/stream``: run one turn and stream its frames as SSE."""
     runtime = _runtime(request)
-    job = await _start(request, runtime)
+    slot = await runtime.admission.stream_slot(_principal(request))
+    try:
+        job = await _start(request, runtime)
+    except BaseException:
+        await runtime.admission.release_slot(slot)
+        raise
     if job.channel is None:
         raise RuntimeError("internal error: a started turn has no channel")
-    heartbeat = runtime.framework.server.heartbeat_seconds
-    return SSEResponse(job.channel.follow(job.start_after, heartbeat))
+    return _sse(runtime, slot, job.channel.follow(job.start_after, _heartbeat(runtime)))
+
+
+def _heartbeat(runtime: ServerRuntime) -> float:
+    return runtime.framework.server.heartbeat_seconds
+
+
+def _sse(
+    runtime: ServerRuntime, slot: str | None, chunks: AsyncGenerator[bytes, None]
+) -> SSEResponse:
+    """The response of a stream holding `slot`, under the slow-reader limits."""
+    limits = runtime.framework.server.limits
+    return SSEResponse(
+        chunks,
+        on_close=partial(runtime.admission.release_slot, slot),
+        stall_seconds=limits.stream_stall_seconds,
+        on_stalled=lambda: runtime.metrics.refusals.inc("stream_stalled"),
+    )
 
 
 async def send(request: Request) -> Response:
@@ -132,8 +155,8 @@ async def reconnect(request: Request) -> SSEResponse:
             )
         raise ContextNotFoundError(f"no context {key.context_id!r} for agent {key.definition!r}")
     after = channel.latest_segment_start() if header is None else int(header)
-    heartbeat = runtime.framework.server.heartbeat_seconds
-    return SSEResponse(channel.follow(after, heartbeat))
+    slot = await runtime.admission.stream_slot(_principal(request))
+    return _sse(runtime, slot, channel.follow(after, _heartbeat(runtime)))
 
 
 async def cancel(request: Request) -> JSONResponse:

@@ -1,11 +1,13 @@
-"""Request limits as pure ASGI middleware: a body size cap (413) and a JSON guard (400).
+"""Request limits as pure ASGI middleware: body size (413), deadline (408), JSON (400).
 
 The body is read here, once: over ``maxBodyBytes`` (by Content-Length or by counting
 what arrives) it is refused with ``413 payload_too_large`` before a handler sees it, and
 on the JSON paths a body that does not parse is refused with ``400 invalid_json``. The
 parsed value is left in ``scope["state"]`` under `JSON_BODY` so the handler does not
 parse it twice, and the body is replayed to the app unchanged. Pure ASGI, not
-BaseHTTPMiddleware, so streaming responses pass straight through.
+BaseHTTPMiddleware, so streaming responses pass straight through. A body that trickles
+in (a slow or hostile client holding a connection open) is cut off when it has not
+arrived whole within ``server.limits.bodyTimeoutSeconds``: ``408 request_timeout``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkeel.server.errors import (
     InvalidJSONError,
     PayloadTooLargeError,
+    RequestTimeoutError,
     error_response,
     send_json,
 )
@@ -45,6 +49,8 @@ class RequestLimits:
         app: The wrapped ASGI app.
         max_body_bytes: The largest body accepted.
         json_paths: Which paths must carry JSON; by default every path but A2A's.
+        body_timeout: Seconds the whole body may take to arrive (None: no deadline).
+        on_refused: Told the reason of each refusal (``body_size``, ``body_timeout``).
     """
 
     def __init__(
@@ -53,10 +59,14 @@ class RequestLimits:
         *,
         max_body_bytes: int,
         json_paths: Callable[[str], bool] = native_json_path,
+        body_timeout: float | None = None,
+        on_refused: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.json_paths = json_paths
+        self.body_timeout = body_timeout
+        self.on_refused = on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Read and check the body, then call the app with it replayed."""
@@ -64,14 +74,21 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         try:
-            body = await self._read(scope, receive)
+            body = b""
+            with anyio.move_on_after(self.body_timeout) as deadline:
+                body = await self._read(scope, receive)
+            if deadline.cancelled_caught:
+                self.on_refused("body_timeout")
+                raise RequestTimeoutError(
+                    f"the request body did not arrive within {self.body_timeout:g} seconds"
+                )
             if body and self.json_paths(scope["path"]):
                 try:
                     parsed = json.loads(body, parse_constant=_reject_constant)
                 except (ValueError, RecursionError):
                     raise InvalidJSONError("the request body is not valid JSON") from None
                 scope.setdefault("state", {})[JSON_BODY] = parsed
-        except (PayloadTooLargeError, InvalidJSONError) as exc:
+        except (PayloadTooLargeError, InvalidJSONError, RequestTimeoutError) as exc:
             status, payload = error_response(exc)
             await send_json(send, status, payload, [(b"connection", b"close")])
             return
@@ -97,6 +114,7 @@ class RequestLimits:
         return b"".join(chunks)
 
     def _too_large(self) -> PayloadTooLargeError:
+        self.on_refused("body_size")
         return PayloadTooLargeError(f"the request body is larger than {self.max_body_bytes} bytes")
 
 

@@ -12,6 +12,7 @@ but ``internal_error``.
 from __future__ import annotations
 
 import logging
+import math
 
 from starlette.responses import JSONResponse
 
@@ -29,7 +30,12 @@ from agentkeel.errors import (
     StorageUnavailableError,
 )
 from agentkeel.messages import JSONObject
-from agentkeel.runtime.errors import IdempotencyKeyReusedError, ShuttingDownError
+from agentkeel.runtime.errors import (
+    IdempotencyKeyReusedError,
+    MessageTooLargeError,
+    RateLimitedError,
+    ShuttingDownError,
+)
 
 __all__ = ["ModelNotFoundError", "error_json", "error_response"]
 
@@ -52,6 +58,8 @@ _STATUS: tuple[tuple[type[AgentkeelError], int], ...] = (
     (RunInProgressError, 409),
     (IdempotencyKeyReusedError, 422),
     (BudgetExceededError, 429),
+    (RateLimitedError, 429),
+    (MessageTooLargeError, 413),
     (StorageUnavailableError, 503),
     (ShuttingDownError, 503),
 )
@@ -82,4 +90,6 @@ def error_response(exc: Exception) -> JSONResponse:
     headers = {}
     if isinstance(exc, BudgetExceededError) and exc.retry_after is not None:
         headers["retry-after"] = str(max(1, round(exc.retry_after)))
+    if isinstance(exc, RateLimitedError):
+        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after)))
     return JSONResponse(error_json(status, exc.code, message, param=param), status, headers)
