@@ -121,9 +121,7 @@ class A2ABinding:
         for name, definition in framework.definitions.items():
             base = f"/agents/{name}/a2a"
             cards = CardSource(definition, framework.server.auth, lambda: self.grpc_port)
-            executor = A2AExecutor(
-                runtime, name, deduplicate=self.settings.deduplicate_messages
-            )
+            executor = A2AExecutor(runtime, name, deduplicate=self.settings.deduplicate_messages)
             configs = StoredPushConfigs(framework.storage, name)
             delivery = PushDelivery(
                 executor, configs, allow_private=self.settings.allow_private_webhooks
