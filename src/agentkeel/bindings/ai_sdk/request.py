@@ -21,6 +21,7 @@ __all__ = [
     "ApprovalAnswer",
     "ChatAction",
     "ChatRequest",
+    "ChatTransportBody",
     "NewMessage",
     "Regenerate",
     "parse_chat_request",
@@ -54,7 +55,9 @@ class _LastMessage(_Loose):
     parts: list[_Part]
 
 
-class _Body(_Loose):
+class ChatTransportBody(_Loose):
+    """A `DefaultChatTransport` request body; only the last message is read."""
+
     id: str = _ID
     messages: list[object]
     """Not parsed: only the last message is read (see the module's docstring)."""
@@ -114,7 +117,7 @@ def _answered(message: _LastMessage) -> ApprovalAnswer | None:
     return None
 
 
-def _action(body: _Body, last: _LastMessage) -> ChatAction:
+def _action(body: ChatTransportBody, last: _LastMessage) -> ChatAction:
     if last.role == "user":
         if body.message_id is not None:
             raise InvalidRequestError(
@@ -137,7 +140,7 @@ def parse_chat_request(body: object) -> ChatRequest:
     if not isinstance(body, dict):
         raise InvalidRequestError("the request body must be a JSON object")
     try:
-        parsed = _Body.model_validate(body)
+        parsed = ChatTransportBody.model_validate(body)
     except ValidationError as exc:
         raise _invalid(exc, "") from None
     if parsed.trigger == "regenerate-message":
