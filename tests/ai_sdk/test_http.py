@@ -218,3 +218,20 @@ async def test_regenerate_answers_again_from_the_history_cut_before_the_answer(
     assert refused.json()["error"]["code"] == "message_not_found"
     assert text_of(parts) == "one|history"  # one question and one answer remain
     assert [m.text for m in model.requests[-1].messages] == ["one", "echo: one", "history"]
+
+
+async def test_send_message_with_a_transcript_id_edits_that_message(served: Served) -> None:
+    async with _client(served) as client:
+        await chat(client, body("chat-edit", [user("one")]))
+        await chat(client, body("chat-edit", [user("two")]))
+        listed = await client.get("/agents/scripted/contexts/chat-edit/messages")
+        second = [m for m in listed.json()["messages"] if m["role"] == "user"][1]["id"]
+        edited = await chat(client, body("chat-edit", [user("history", second)], messageId=second))
+        refused = await client.post(
+            PATH, json=body("chat-edit", [user("x", "u-9")], messageId="u-9")
+        )
+    # "two" and its answer are cut; the model sees the first turn and the new message
+    assert text_of(edited) == "one|history"
+    seen = served.models["chat-edit"].requests[-1]
+    assert [m.text for m in seen.messages] == ["one", "echo: one", "history"]
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"

@@ -16,12 +16,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentkeel.errors import InvalidRequestError
+from agentkeel.messages import MESSAGE_ID_PATTERN
 
 __all__ = [
     "ApprovalAnswer",
     "ChatAction",
     "ChatRequest",
     "ChatTransportBody",
+    "Edit",
     "NewMessage",
     "Regenerate",
     "parse_chat_request",
@@ -74,6 +76,14 @@ class NewMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Edit:
+    """`sendMessage({text, messageId})` on a transcript message: replace it with `text`."""
+
+    message_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalAnswer:
     """`addToolApprovalResponse`: the decision on the pending approval `approval_id`."""
 
@@ -89,7 +99,7 @@ class Regenerate:
     message_id: str | None
 
 
-ChatAction = NewMessage | ApprovalAnswer | Regenerate
+ChatAction = NewMessage | Edit | ApprovalAnswer | Regenerate
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +129,17 @@ def _answered(message: _LastMessage) -> ApprovalAnswer | None:
 
 def _action(body: ChatTransportBody, last: _LastMessage) -> ChatAction:
     if last.role == "user":
-        if body.message_id is not None:
+        edited = body.message_id
+        if edited is not None and not MESSAGE_ID_PATTERN.fullmatch(edited):
             raise InvalidRequestError(
-                "editing an earlier message (sendMessage with a messageId) is not supported "
-                "on this binding; send a new message instead"
+                "editing a message (sendMessage with a messageId) needs its msg- id, as the "
+                "transcript gives it; send a new message instead"
             )
         texts = [part.text for part in last.parts if part.type == "text" and part.text is not None]
         if not texts or not "".join(texts).strip():
             raise InvalidRequestError("the last message has no text part (only text is understood)")
+        if edited is not None:
+            return Edit(edited, "".join(texts))
         return NewMessage(last.id, "".join(texts))
     if last.role == "assistant" and (answer := _answered(last)) is not None:
         return answer
