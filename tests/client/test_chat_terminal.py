@@ -272,7 +272,9 @@ def test_commands_read_fork_retry_and_edit_the_conversation(server: Served) -> N
     term.expect("you> ")
     term.send("/fork")
     term.expect(r"forked into (ctx-[0-9a-f]{36}) \(the original stays as " + first + r"\)")
-    forked = term.child.match.group(1)
+    match = term.child.match
+    assert isinstance(match, re.Match)
+    forked = str(match.group(1))
     term.expect("you> ")
     term.send("/list")
     term.expect(r"\* " + forked + "  Remember that my favourite colour is red")
