@@ -196,14 +196,42 @@ async def test_the_binding_shares_contexts_with_the_native_wire(served: Served) 
     assert native.json()["text"] == "from useChat|history"
 
 
-async def test_regenerate_is_refused_with_its_code_and_changes_nothing(served: Served) -> None:
+async def test_regenerate_answers_again_from_the_history_cut_before_the_answer(
+    served: Served,
+) -> None:
     async with _client(served) as client:
-        await chat(client, body("chat-regen", [user("one")]))
-        refused = await client.post(
-            PATH, json=body("chat-regen", [user("one")], trigger="regenerate-message")
-        )
+        first = await chat(client, body("chat-regen", [user("one")]))
+        again = await chat(client, body("chat-regen", [user("one")], trigger="regenerate-message"))
+        # by the run id the start part gave the answer, as regenerate({messageId}) sends it
+        named = body("chat-regen", [user("one")], trigger="regenerate-message")
+        named["messageId"] = again[0]["messageId"]
+        third = await chat(client, named)
+        unknown = {**named, "messageId": "run-unknown"}
+        refused = await client.post(PATH, json=unknown)
         parts = await chat(client, body("chat-regen", [user("history", "u-2")]))
-    assert refused.status_code == 400
-    assert refused.json()["error"]["code"] == "regenerate_unsupported"
-    assert text_of(parts) == "one|history"
-    assert len(served.models["chat-regen"].requests) == 2
+    assert text_of(first) == text_of(again) == text_of(third) == "echo: one"
+    assert again[0]["messageId"] != first[0]["messageId"]  # a run of its own
+    model = served.models["chat-regen"]
+    for regenerated in model.requests[1:3]:  # the model saw the cut history: no old answer
+        assert [m.text for m in regenerated.messages] == ["one"]
+    assert refused.status_code == 404
+    assert refused.json()["error"]["code"] == "message_not_found"
+    assert text_of(parts) == "one|history"  # one question and one answer remain
+    assert [m.text for m in model.requests[-1].messages] == ["one", "echo: one", "history"]
+
+
+async def test_send_message_with_a_transcript_id_edits_that_message(served: Served) -> None:
+    async with _client(served) as client:
+        await chat(client, body("chat-edit", [user("one")]))
+        await chat(client, body("chat-edit", [user("two")]))
+        listed = await client.get("/agents/scripted/contexts/chat-edit/messages")
+        second = [m for m in listed.json()["messages"] if m["role"] == "user"][1]["id"]
+        edited = await chat(client, body("chat-edit", [user("history", second)], messageId=second))
+        refused = await client.post(
+            PATH, json=body("chat-edit", [user("x", "u-9")], messageId="u-9")
+        )
+    # "two" and its answer are cut; the model sees the first turn and the new message
+    assert text_of(edited) == "one|history"
+    seen = served.models["chat-edit"].requests[-1]
+    assert [m.text for m in seen.messages] == ["one", "echo: one", "history"]
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_request"

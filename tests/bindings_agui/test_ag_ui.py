@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from bindings_openai.conftest import Served
 from e2e import SECRET_INPUT, SECRET_OUTPUT, tool_runs
 
 EVENT = TypeAdapter(Event)
+MESSAGE_ID = re.compile(r"msg-[0-9a-f]{24}")
 
 
 def run(served: Served, thread: str, messages: list[dict[str, Any]], **extra: Any) -> list[Any]:
@@ -72,6 +74,28 @@ def test_a_new_client_on_the_thread_gets_the_history(served: Served) -> None:
     snapshot = [(m.role, m.content) for m in events[1].messages]
     assert snapshot == [("user", "hello"), ("assistant", "echo: hello")]
     assert len(served.model.requests) == calls  # nothing ran
+
+
+def test_the_snapshot_is_the_transcript_with_its_message_ids(served: Served) -> None:
+    run(served, "thread-ids", [user("hello")])
+    run(served, "thread-ids", [user("again")])
+    shown = run(served, "thread-ids", [])[1].messages
+    native = httpx.get(f"{served.url}/agents/scripted/contexts/thread-ids/messages", timeout=10)
+    transcript = [m for m in native.json()["messages"] if m["text"]]
+    assert [(m.id, m.role, m.content) for m in shown] == [
+        (m["id"], m["role"], m["text"]) for m in transcript
+    ]
+    assert all(MESSAGE_ID.fullmatch(m.id) for m in shown) and len(shown) == 4
+    # a regenerate on the native wire cuts the history; the snapshot follows it, same ids
+    answer = transcript[-1]["id"]
+    httpx.post(
+        f"{served.url}/agents/scripted/send",
+        json={"contextId": "thread-ids", "regenerate": answer},
+        timeout=10,
+    ).raise_for_status()
+    after = run(served, "thread-ids", [])[1].messages
+    assert [m.id for m in after[:3]] == [m.id for m in shown[:3]]
+    assert after[3].id != answer and after[3].content == shown[3].content
 
 
 def test_a_history_that_lies_changes_nothing_the_model_sees(served: Served) -> None:

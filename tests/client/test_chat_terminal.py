@@ -246,3 +246,44 @@ def test_a_bad_url_is_one_line() -> None:
     assert (
         term.text.strip() == "agentkeel: error: 'localhost:8000' is not an http:// or https:// URL"
     )
+
+
+def test_commands_read_fork_retry_and_edit_the_conversation(server: Served) -> None:
+    term = Transcript(chat(server.url))
+    term.expect("you> ")
+    term.send("/history")
+    term.expect(r"nothing yet: this is a new conversation")
+    term.expect("you> ")
+    term.send("Remember that my favourite colour is green")
+    term.expect("you> ")
+    (first,) = CONTEXT_LINE.findall(term.text)
+    term.send("/history")
+    term.expect(r"msg-[0-9a-f]{24}  you: Remember that my favourite colour is green")
+    term.expect(r"msg-[0-9a-f]{24}  agent: I'll remember that your favourite colour is green\.")
+    term.expect("you> ")
+    term.send("/retry")  # the same answer again, from a history cut before it
+    term.expect(r"I'll remember that your favourite colour is green\.")
+    term.expect("you> ")
+    term.send("/edit Remember that my favourite colour is red")
+    term.expect(r"I'll remember that your favourite colour is red\.")
+    term.expect("you> ")
+    term.send("/history")
+    term.expect(r"agent: I'll remember that your favourite colour is red\.")
+    term.expect("you> ")
+    term.send("/fork")
+    term.expect(r"forked into (ctx-[0-9a-f]{36}) \(the original stays as " + first + r"\)")
+    match = term.child.match
+    assert isinstance(match, re.Match)
+    forked = str(match.group(1))
+    term.expect("you> ")
+    term.send("/list")
+    term.expect(r"\* " + forked + "  Remember that my favourite colour is red")
+    term.expect("you> ")
+    term.send("exit")
+    assert term.finish() == 0
+    history = term.text.split("you> /history\n")[3].split("you> ")[0]
+    assert history.count("  you: ") == 1 and "green" not in history  # edited, not appended
+    assert "  agent: [tools: write_state]\n" in history
+    listed = term.text.split("you> /list\n")[1].split("you> ")[0]
+    assert f"  {first}  " in listed and f"* {forked}  " in listed
+    assert "Traceback" not in term.text

@@ -179,3 +179,27 @@ def test_the_error_modules_list_names_every_module_that_defines_a_code() -> None
     }
     native = {m for m in defining if not m.startswith(("agentkeel.client", "agentkeel.bindings"))}
     assert native == set(table.ERROR_MODULES)
+
+
+def test_the_conversation_endpoints_answer_their_models(tmp_path: Path) -> None:
+    document, _ = _document(tmp_path)
+    paths: dict[str, dict[str, dict[str, object]]] = document["paths"]  # type: ignore[assignment]
+    one = "/agents/{name}/contexts/{context_id}"
+
+    def answer(path: str, method: str, status: str) -> str:
+        response = paths[path][method]["responses"][status]  # type: ignore[index]
+        ref: str = response["content"]["application/json"]["schema"]["$ref"]
+        return ref.rsplit("/", 1)[1]
+
+    assert answer("/agents/{name}/contexts", "get", "200") == "ContextPage"
+    assert answer(one, "get", "200") == "ContextSummary"
+    assert answer(one + "/messages", "get", "200") == "TranscriptPage"
+    assert answer(one + "/fork", "post", "201") == "ForkCreated"
+    assert answer(one + "/cancel", "post", "202") == "CancelAccepted"
+    assert "409" in paths[one + "/cancel"]["post"]["responses"]  # type: ignore[operator]
+    assert set(paths[one]) == {"get", "delete"}
+    fork_body = paths[one + "/fork"]["post"]["requestBody"]
+    assert fork_body["content"]["application/json"]["schema"]["$ref"].endswith("/ForkRequest")  # type: ignore[index]
+    schemas = document["components"]["schemas"]  # type: ignore[index]
+    assert {"messageId", "contextId"} == set(schemas["ForkRequest"]["properties"])
+    assert "ChatTransportBody" in schemas

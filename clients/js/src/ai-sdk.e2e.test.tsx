@@ -198,21 +198,32 @@ describe.skipIf(skip !== undefined)("the AI SDK against agentkeel serve", () => 
       expect(await transport("slow").reconnectToStream({ chatId: id })).toBeNull();
     });
 
-    it("refuses regenerate() with a coded error until the history carries message ids", async () => {
-      // SPEC 3's regenerate cuts a history by message id; this server does not keep them
-      // yet, so the binding says so (docs/bindings/ai-sdk.md) and leaves the chat as it was
+    it("regenerate() answers again from the history cut before the last answer", async () => {
       const id = chatId();
       const { result } = renderHook(() => useChat({ id, transport: transport() }));
       await act(async () => {
         await result.current.sendMessage({ text: "Remember that my favourite colour is red" });
       });
+      const first = result.current.messages.at(-1);
       await act(async () => {
         await result.current.regenerate();
       });
-      expect(result.current.status).toBe("error");
-      expect(result.current.error?.message).toContain('"code":"regenerate_unsupported"');
+      expect(result.current.status).toBe("ready");
+      expect(result.current.error).toBeUndefined();
+      expect(result.current.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+      const again = result.current.messages.at(-1);
+      expect(text(again)).toBe("I'll remember that your favourite colour is red.");
+      expect(again?.id).toMatch(/^run-/);
+      expect(again?.id).not.toBe(first?.id); // a run of its own
+      // the server cut its history: one question and one answer, the regenerated one
+      const page = (await (await fetch(`${server.url}/agents/demo/contexts/${id}/messages`)).json()) as {
+        messages: { role: string; runId?: string }[];
+      };
+      expect(page.messages.filter((m) => m.role === "user")).toHaveLength(1);
+      expect(new Set(page.messages.filter((m) => m.role === "assistant").map((m) => m.runId))).toEqual(
+        new Set([again?.id]),
+      );
       await act(async () => {
-        result.current.clearError();
         await result.current.sendMessage({ text: "What is my favourite colour?" });
       });
       expect(text(result.current.messages.at(-1))).toBe("You told me your favourite colour is red.");

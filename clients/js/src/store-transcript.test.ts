@@ -125,6 +125,33 @@ describe("the transcript in the reducer", () => {
     ]);
     expect(next.turns.map((t) => t.messageId)).toEqual([undefined, undefined, msg(1), msg(2)]);
   });
+  it("keeps a decision the transcript does not hold, giving the run's turns their ids", () => {
+    const run = "run-approve";
+    const done = (status: "suspended" | "completed", text: string): StoreAction => ({
+      type: "frame",
+      frame: { contextId: CONTEXT_ID, runId: run, done: true, status, text, toolCalls: ["delete_file"] },
+    });
+    const live = deepFreeze(
+      reduce(initialView(CONTEXT_ID), [
+        { type: "send", text: "Delete notes.txt" },
+        done("suspended", ""),
+        { type: "resume", text: "Approved delete_file" },
+        done("completed", "Deleted notes.txt."),
+      ]),
+    );
+    const transcript: TranscriptMessage[] = [
+      { id: msg(20), role: "user", text: "Delete notes.txt", runId: run },
+      { id: msg(21), role: "assistant", text: "", toolCalls: ["delete_file"], runId: run },
+      { id: msg(22), role: "assistant", text: "Deleted notes.txt.", toolCalls: [], runId: run },
+    ];
+    const synced = applyAction(live, { type: "transcript", messages: transcript });
+    expect(texts(synced)).toEqual(texts(live));
+    expect(synced.turns.map((t) => t.messageId)).toEqual([msg(20), msg(21), undefined, msg(22)]);
+    expect(lastMessageId(synced)).toBe(msg(22));
+    // a reload shows what the transcript holds, and no decision
+    const reloaded = applyAction(initialView(CONTEXT_ID), { type: "transcript", messages: transcript });
+    expect(texts(reloaded)).toEqual([["user", "Delete notes.txt"], ["assistant", "Deleted notes.txt."]]);
+  });
 });
 
 function texts(view: AgentView): [string, string][] {

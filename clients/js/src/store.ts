@@ -12,6 +12,7 @@
 
 import type { ErrorBody, Interrupt, RunStatus, StreamFrame, TranscriptMessage } from "./types.js";
 import { isDoneFrame } from "./types.js";
+import { applyTranscript, emptyAssistant, lastIdOf } from "./store-transcript.js";
 
 /** What the chat is doing: a turn is `streaming`, a run waits for a human (`suspended`), or it failed (`error`). */
 export type ChatStatus = "idle" | "streaming" | "suspended" | "error";
@@ -91,8 +92,8 @@ export type StoreAction =
   | { type: "reset"; contextId?: string | undefined }
   /**
    * Transcript messages arrived: all of them (`after` absent), or those after the message
-   * `after`. The turns they cover replace the view's turns from there on, keeping the
-   * thinking and tool activity a live turn of the same run showed.
+   * `after`. A run the view shows keeps its turns as shown (decisions, thinking, tool
+   * activity) and adopts their message ids; other runs' turns are built from the messages.
    */
   | { type: "transcript"; messages: readonly TranscriptMessage[]; after?: string | undefined }
   /** An edit was sent: the turns from that user message on are dropped, then a new turn starts. */
@@ -154,8 +155,7 @@ export function applyAction(view: AgentView, action: StoreAction): AgentView {
  */
 export function lastMessageId(view: AgentView): string | undefined {
   for (let i = view.turns.length - 1; i >= 0; i -= 1) {
-    const turn = view.turns[i];
-    const id = turn?.role === "assistant" ? turn.messageIds.at(-1) : turn?.messageId;
+    const id = lastIdOf(view.turns[i]);
     if (id !== undefined) return id;
   }
   return undefined;
@@ -256,78 +256,6 @@ function startTurn(view: AgentView, text: string): AgentView {
     status: "streaming",
     error: undefined,
   };
-}
-
-function emptyAssistant(id: string, runId: string | undefined): AssistantTurn {
-  return {
-    id,
-    role: "assistant",
-    runId,
-    text: "",
-    thinking: "",
-    activity: [],
-    status: "streaming",
-    agent: undefined,
-    toolCalls: [],
-    messageId: undefined,
-    messageIds: [],
-  };
-}
-
-/** The view with the turns from `after` on rebuilt from transcript messages (see StoreAction). */
-function applyTranscript(view: AgentView, messages: readonly TranscriptMessage[], after: string | undefined): AgentView {
-  let keep = 0;
-  if (after !== undefined) {
-    keep = view.turns.findIndex((t) => (t.role === "assistant" ? t.messageIds.at(-1) : t.messageId) === after) + 1;
-    if (keep === 0) return view; // the view moved on (a reset, an edit): this answer is stale
-  }
-  if (after !== undefined && messages.length === 0) return view;
-  // The turns the transcript replaces: a run it holds shows its live detail; a run it does
-  // not hold (cancelled, failed, never committed) stays in the view where it was.
-  const stored = new Set(messages.map((m) => m.runId));
-  const live = new Map<string, AssistantTurn>();
-  const unmatched: Turn[] = [];
-  let asked: UserTurn | undefined;
-  for (const turn of view.turns.slice(keep)) {
-    if (turn.role === "user") {
-      if (asked !== undefined) unmatched.push(asked);
-      asked = turn.messageId === undefined ? turn : undefined;
-    } else if (turn.runId !== undefined && stored.has(turn.runId)) {
-      live.set(turn.runId, turn);
-      asked = undefined;
-    } else {
-      unmatched.push(...(asked === undefined ? [] : [asked]), turn);
-      asked = undefined;
-    }
-  }
-  const turns: Turn[] = [...view.turns.slice(0, keep), ...unmatched];
-  for (const message of messages) {
-    const last = turns.at(-1);
-    if (message.role === "user") {
-      turns.push({ id: message.id, role: "user", text: message.text, messageId: message.id });
-    } else if (last?.role === "assistant" && last.runId !== undefined && last.runId === message.runId) {
-      turns[turns.length - 1] = {
-        ...last,
-        text: [last.text, message.text].filter((t) => t !== "").join("\n\n"),
-        toolCalls: [...last.toolCalls, ...(message.toolCalls ?? [])],
-        messageIds: [...last.messageIds, message.id],
-        agent: message.agent ?? last.agent,
-      };
-    } else {
-      const shown = message.runId === undefined ? undefined : live.get(message.runId);
-      turns.push({
-        ...(shown ?? emptyAssistant(message.id, message.runId)),
-        text: message.text,
-        status: "completed",
-        agent: message.agent ?? shown?.agent,
-        toolCalls: message.toolCalls ?? [],
-        messageId: message.id,
-        messageIds: [message.id],
-      });
-    }
-  }
-  const latest = [...turns].reverse().find((t): t is AssistantTurn => t.role === "assistant");
-  return { ...view, turns, thinking: latest?.thinking ?? "", activity: latest?.activity ?? [] };
 }
 
 /**

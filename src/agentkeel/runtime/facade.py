@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentkeel.framework import Framework
 from agentkeel.hooks.events import HookEvent
 from agentkeel.hooks.registry import HookCallback
-from agentkeel.messages import JSONValue
+from agentkeel.messages import JSONValue, Message
 from agentkeel.runtime.coordination import RunStream
 from agentkeel.runtime.wire import SendRequest
 from agentkeel.storage.base import RunRecord, SessionKey
@@ -116,6 +116,10 @@ class RunFacade(Protocol):
 
     async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """The stored record of a run (None while its first segment runs)."""
+        ...
+
+    async def transcript(self, key: SessionKey) -> list[Message]:
+        """The messages SPEC 3's transcript shows (committed turns, with their ids)."""
         ...
 
     async def delete_context(self, key: SessionKey) -> bool:

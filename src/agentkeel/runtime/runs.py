@@ -40,7 +40,7 @@ from agentkeel.framework import Framework
 from agentkeel.hooks.events import HookEvent
 from agentkeel.hooks.registry import HookCallback
 from agentkeel.memory.attach import attach_memory
-from agentkeel.messages import JSONValue
+from agentkeel.messages import JSONValue, Message
 from agentkeel.runtime.admission import Admission
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
@@ -60,6 +60,7 @@ from agentkeel.runtime.turns import RunJob, TurnRunner
 from agentkeel.runtime.wire import SendRequest
 from agentkeel.serving import Served
 from agentkeel.storage.base import RunRecord, SessionKey
+from agentkeel.storage.transcript import read_transcript
 
 __all__ = ["IDEMPOTENCY_CAPACITY", "RunJob", "ServerRuntime", "TurnRunner"]
 
@@ -387,3 +388,7 @@ class ServerRuntime:
     async def run_record(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """The stored record of a run (None while its first segment runs)."""
         return await self.framework.storage.get_run(key, run_id)
+
+    async def transcript(self, key: SessionKey) -> list[Message]:
+        """The messages SPEC 3's transcript shows (committed turns, with their ids)."""
+        return await read_transcript(self.framework.storage, key)

@@ -36,6 +36,7 @@ from agentkeel.serving import ServedResult
 from agentkeel.usage import ModelPrice
 
 __all__ = [
+    "ForkRequest",
     "ResumeRequest",
     "SendRequest",
     "WireMessage",
@@ -133,6 +134,17 @@ class SendRequest(_Wire):
         if self.message is None:
             raise InvalidRequestError("this request carries no message")
         return self.message
+
+
+class ForkRequest(_Wire):
+    """The body of ``POST /agents/{name}/contexts/{contextId}/fork`` (it may be absent)."""
+
+    message_id: str | None = Field(
+        default=None, alias="messageId", pattern=MESSAGE_ID_PATTERN.pattern
+    )
+    """The last message the copy keeps (all of them when absent)."""
+    context_id: JsonValue = Field(default=None, alias="contextId")
+    """The new context's id (a new one when absent); validated separately, as in a send."""
 
 
 def parse_send_request(body: object) -> SendRequest:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -28,7 +29,7 @@ from agentkeel.ids import new_context_id, validate_context_id
 from agentkeel.keys import SessionKey
 from agentkeel.messages import MESSAGE_ID_PATTERN, JSONObject, JSONValue, Message
 from agentkeel.runtime.runs import ServerRuntime
-from agentkeel.runtime.wire import interrupt_json
+from agentkeel.runtime.wire import ForkRequest, interrupt_json
 from agentkeel.server.errors import AgentNotFoundError, RouteNotFoundError
 from agentkeel.server.limits import JSON_BODY
 from agentkeel.storage.base import SessionStorage
@@ -224,17 +225,19 @@ def _fork_body(request: Request) -> tuple[str | None, str | None]:
     body = request.scope.get("state", {}).get(JSON_BODY, {})
     if not isinstance(body, dict):
         raise InvalidRequestError("the request body must be a JSON object")
-    unknown = set(body) - {"messageId", "contextId"}
-    if unknown:
-        raise InvalidRequestError(f"unknown field {sorted(unknown)[0]!r}")
-    message_id, context_id = body.get("messageId"), body.get("contextId")
-    if message_id is not None and not (
-        isinstance(message_id, str) and MESSAGE_ID_PATTERN.fullmatch(message_id)
-    ):
-        raise InvalidRequestError("messageId must be a message id (msg- and 24 hex characters)")
+    try:
+        parsed = ForkRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        if first["type"] == "extra_forbidden":
+            raise InvalidRequestError(f"unknown field {str(first['loc'][0])!r}") from None
+        raise InvalidRequestError(
+            "messageId must be a message id (msg- and 24 hex characters)"
+        ) from None
+    context_id = parsed.context_id
     if context_id is not None:
-        validate_context_id(context_id)
-    return message_id, context_id
+        context_id = validate_context_id(context_id)
+    return parsed.message_id, context_id
 
 
 async def fork(request: Request) -> Response:

@@ -20,16 +20,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from agentkeel.bindings.agui.request import RunAgentInput
+from agentkeel.bindings.ai_sdk.request import ChatTransportBody
 from agentkeel.bindings.openai.request import ChatRequest
 from agentkeel.ids import DEFINITION_NAME_PATTERN
-from agentkeel.runtime.wire import SendRequest
+from agentkeel.runtime.wire import ForkRequest, SendRequest
 from agentkeel.server import openapi_models as out
 from agentkeel.server.error_codes import error_codes
+from agentkeel.server.openapi_conversations import conversation_paths
+from agentkeel.server.openapi_parts import CONTEXT_ID, REF, json_body, ok, operation, param
 
 __all__ = ["build_document", "openapi_endpoint"]
 
-_REF = "#/components/schemas/{model}"
-_REQUESTS: tuple[type[BaseModel], ...] = (SendRequest, RunAgentInput, ChatRequest)
+_REQUESTS: tuple[type[BaseModel], ...] = (
+    SendRequest,
+    ForkRequest,
+    RunAgentInput,
+    ChatRequest,
+    ChatTransportBody,
+)
 """The request models: the same ones the handlers validate bodies with."""
 _MODELS: tuple[type[BaseModel], ...] = (
     out.SendResult,
@@ -40,12 +48,12 @@ _MODELS: tuple[type[BaseModel], ...] = (
     out.Health,
     out.MemoryPage,
     out.DeletedCount,
+    out.ContextPage,
+    out.ContextSummary,
+    out.TranscriptPage,
+    out.ForkCreated,
+    out.CancelAccepted,
 )
-_CONTEXT_ID = {
-    "type": "string",
-    "pattern": r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$",
-    "description": "SPEC 2: letters, digits and ._@:- (not first), at most 128, no '..'",
-}
 
 
 def _schemas() -> dict[str, Any]:
@@ -55,63 +63,21 @@ def _schemas() -> dict[str, Any]:
             *((model, "serialization") for model in _MODELS),
         ],
         by_alias=True,
-        ref_template=_REF,
+        ref_template=REF,
     )
     schemas: dict[str, Any] = top.get("$defs", {})
     send = schemas["SendRequest"]
-    send["properties"]["contextId"] = {"anyOf": [_CONTEXT_ID, {"type": "null"}]}
+    send["properties"]["contextId"] = {"anyOf": [CONTEXT_ID, {"type": "null"}]}
     return schemas
 
 
-def _json(ref: str) -> dict[str, Any]:
-    return {"application/json": {"schema": {"$ref": _REF.format(model=ref)}}}
-
-
-def _errors(statuses: Iterable[int], codes: dict[str, tuple[int, str]]) -> dict[str, Any]:
-    answers: dict[str, Any] = {}
-    for status in sorted(set(statuses)):
-        named = sorted(code for code, (known, _) in codes.items() if known == status)
-        answers[str(status)] = {
-            "description": "codes: " + ", ".join(named) if named else "an error",
-            "content": _json("ErrorBody"),
-        }
-    return answers
-
-
-_COMMON = (400, 401, 403, 404, 405, 413, 429, 500, 503)
-"""What any endpoint may answer: bad input, auth, unknown agent, limits, the guards."""
-
-
-def _param(name: str, where: str, schema: dict[str, Any], required: bool) -> dict[str, Any]:
-    return {"name": name, "in": where, "required": required, "schema": schema}
-
-
-def _operation(
-    summary: str,
-    ok: dict[str, Any],
-    codes: dict[str, tuple[int, str]],
-    *,
-    params: list[dict[str, Any]] | None = None,
-    body: str | None = None,
-    more: Iterable[int] = (),
-) -> dict[str, Any]:
-    operation: dict[str, Any] = {
-        "summary": summary,
-        "parameters": params or [],
-        "responses": {**ok, **_errors([*_COMMON, *more], codes)},
-    }
-    if body is not None:
-        operation["requestBody"] = {"required": True, "content": _json(body)}
-    return operation
-
-
 def _turn_params() -> list[dict[str, Any]]:
-    return [_param("Idempotency-Key", "header", {"type": "string", "maxLength": 200}, False)]
+    return [param("Idempotency-Key", "header", {"type": "string", "maxLength": 200}, False)]
 
 
 def _sse(summary: str) -> dict[str, Any]:
     """A stream's answer; the schema is that of one event, as OpenAPI 3.2's ``itemSchema``."""
-    frames = {"oneOf": [{"$ref": _REF.format(model=n)} for n in ("EventFrame", "DoneFrame")]}
+    frames = {"oneOf": [{"$ref": REF.format(model=n)} for n in ("EventFrame", "DoneFrame")]}
     event = {
         "type": "object",
         "required": ["data"],
@@ -133,14 +99,14 @@ def _sse(summary: str) -> dict[str, Any]:
 
 
 def _native(codes: dict[str, tuple[int, str]], name: dict[str, Any]) -> dict[str, Any]:
-    agent = _param("name", "path", name, True)
-    context = _param("context_id", "path", _CONTEXT_ID, True)
-    limit = _param("limit", "query", {"type": "string"}, False)
+    agent = param("name", "path", name, True)
+    context = param("context_id", "path", CONTEXT_ID, True)
+    limit = param("limit", "query", {"type": "string"}, False)
     ok_json = {"description": "ok"}
     return {
-        "/agents": {"get": _operation("the served agents", _ok(ok_json, "AgentList"), codes)},
+        "/agents": {"get": operation("the served agents", ok(ok_json, "AgentList"), codes)},
         "/agents/{name}/stream": {
-            "post": _operation(
+            "post": operation(
                 "run one turn, as server-sent events",
                 _sse("the frames of the run"),
                 codes,
@@ -150,9 +116,9 @@ def _native(codes: dict[str, tuple[int, str]], name: dict[str, Any]) -> dict[str
             )
         },
         "/agents/{name}/send": {
-            "post": _operation(
+            "post": operation(
                 "run one turn, answer its SendResult",
-                _ok(ok_json, "SendResult"),
+                ok(ok_json, "SendResult"),
                 codes,
                 params=[agent, *_turn_params()],
                 body="SendRequest",
@@ -160,19 +126,19 @@ def _native(codes: dict[str, tuple[int, str]], name: dict[str, Any]) -> dict[str
             )
         },
         "/agents/{name}/contexts/{context_id}/stream": {
-            "get": _operation(
+            "get": operation(
                 "reconnect: replay after Last-Event-ID, then follow live",
                 _sse("the replayed and live frames"),
                 codes,
                 params=[
                     agent,
                     context,
-                    _param("Last-Event-ID", "header", {"type": "string"}, False),
+                    param("Last-Event-ID", "header", {"type": "string"}, False),
                 ],
             )
         },
         "/agents/{name}/contexts/{context_id}": {
-            "delete": _operation(
+            "delete": operation(
                 "forget a context",
                 {"204": {"description": "deleted"}},
                 codes,
@@ -180,58 +146,54 @@ def _native(codes: dict[str, tuple[int, str]], name: dict[str, Any]) -> dict[str
             )
         },
         "/agents/{name}/memory": {
-            "get": _operation(
+            "get": operation(
                 "the caller's remembered items, or the matches of q",
-                _ok(ok_json, "MemoryPage"),
+                ok(ok_json, "MemoryPage"),
                 codes,
                 params=[
                     agent,
                     limit,
-                    _param("cursor", "query", {"type": "string"}, False),
-                    _param("q", "query", {"type": "string"}, False),
+                    param("cursor", "query", {"type": "string"}, False),
+                    param("q", "query", {"type": "string"}, False),
                 ],
                 more=(409, 502),
             ),
-            "delete": _operation(
+            "delete": operation(
                 "forget all of the caller's items",
-                _ok(ok_json, "DeletedCount"),
+                ok(ok_json, "DeletedCount"),
                 codes,
                 params=[agent],
             ),
         },
         "/agents/{name}/memory/{key}": {
-            "delete": _operation(
+            "delete": operation(
                 "forget one item",
                 {"204": {"description": "deleted"}},
                 codes,
                 params=[
                     agent,
-                    _param("key", "path", {"type": "string", "minLength": 1}, True),
-                    _param("namespace", "query", {"type": "string"}, False),
+                    param("key", "path", {"type": "string", "minLength": 1}, True),
+                    param("namespace", "query", {"type": "string"}, False),
                 ],
             )
         },
-        "/healthz": {"get": _operation("liveness", _ok(ok_json, "Health"), codes)},
-        "/readyz": {"get": _operation("readiness", _ok(ok_json, "Health"), codes)},
+        "/healthz": {"get": operation("liveness", ok(ok_json, "Health"), codes)},
+        "/readyz": {"get": operation("readiness", ok(ok_json, "Health"), codes)},
         "/metrics": {
-            "get": _operation(
+            "get": operation(
                 "Prometheus text format",
                 {"200": {"description": "ok", "content": {"text/plain": {"schema": {}}}}},
                 codes,
             )
         },
         "/openapi.json": {
-            "get": _operation(
+            "get": operation(
                 "this document",
                 {"200": {"description": "ok", "content": {"application/json": {"schema": {}}}}},
                 codes,
             )
         },
     }
-
-
-def _ok(base: dict[str, Any], ref: str) -> dict[str, Any]:
-    return {"200": {**base, "content": _json(ref)}}
 
 
 _A2A_PATHS: tuple[tuple[str, str, str], ...] = (
@@ -259,7 +221,7 @@ _A2A_REST: tuple[tuple[str, str], ...] = (
 
 
 def _binding(name: dict[str, Any]) -> dict[str, Any]:
-    agent = _param("name", "path", name, True)
+    agent = param("name", "path", name, True)
     # A2A answers in its own shapes (JSON-RPC errors, AIP-193 errors), so its bodies
     # are any JSON here and the fuzzing checks them for 5xx, traces and secrets only
     anything = {"description": "an A2A answer", "content": {"application/json": {"schema": {}}}}
@@ -277,55 +239,67 @@ def _binding(name: dict[str, Any]) -> dict[str, Any]:
         params = [agent]
         for extra in ("tenant", "id", "push_id"):
             if "{" + extra + "}" in path:
-                params.append(_param(extra, "path", {"type": "string", "minLength": 1}, True))
-        operation: dict[str, Any] = {
+                params.append(param(extra, "path", {"type": "string", "minLength": 1}, True))
+        item: dict[str, Any] = {
             "summary": summary if method else "A2A HTTP+JSON",
             "tags": ["a2a"],
             "parameters": params,
             "responses": {"default": anything},
         }
         if verb in ("post", "put"):
-            operation["requestBody"] = {
+            item["requestBody"] = {
                 "required": False,
                 "content": {"application/json": {"schema": {}}},
             }
-        paths.setdefault(path, {})[verb] = operation
+        paths.setdefault(path, {})[verb] = item
     return paths
 
 
 def _spec10_bindings(name: dict[str, Any]) -> dict[str, Any]:
-    """The AG-UI and OpenAI-compatible bindings (SPEC 10): our request models, their answers.
+    """The AI SDK, AG-UI and OpenAI-compatible bindings (SPEC 10): our request models.
 
-    Their answers are the protocols' own shapes (AG-UI events, chat completion chunks,
-    OpenAI error objects), so they are any JSON or any stream here.
+    Their answers are the protocols' own shapes (UI message stream parts, AG-UI events,
+    chat completion chunks, OpenAI error objects), so they are any JSON or any stream here.
     """
     answer = {
         "description": "the protocol's answer (a JSON object, or a stream of events)",
         "content": {"application/json": {"schema": {}}, "text/event-stream": {"schema": {}}},
     }
 
-    def operation(summary: str, body: str | None, params: list[dict[str, Any]]) -> dict[str, Any]:
+    def bound(
+        summary: str, body: str | None, params: list[dict[str, Any]], **more: Any
+    ) -> dict[str, Any]:
         item: dict[str, Any] = {
             "summary": summary,
             "tags": ["bindings"],
             "parameters": params,
-            "responses": {"default": answer},
+            "responses": {**more, "default": answer},
         }
         if body is not None:
-            item["requestBody"] = {"required": True, "content": _json(body)}
+            item["requestBody"] = {"required": True, "content": json_body(body)}
         return item
 
-    agent = _param("name", "path", name, True)
-    model = _param("model", "path", {"type": "string", "minLength": 1}, True)
+    agent = param("name", "path", name, True)
+    model = param("model", "path", {"type": "string", "minLength": 1}, True)
+    chat = param("chat_id", "path", CONTEXT_ID, True)
     return {
-        "/agents/{name}/ag-ui": {
-            "post": operation("AG-UI: run one turn", "RunAgentInput", [agent])
+        "/agents/{name}/ai-sdk": {
+            "post": bound("AI SDK UI message stream: one turn", "ChatTransportBody", [agent])
         },
+        "/agents/{name}/ai-sdk/{chat_id}/stream": {
+            "get": bound(
+                "AI SDK: resume the active stream",
+                None,
+                [agent, chat],
+                **{"204": {"description": "no stream is active"}},
+            )
+        },
+        "/agents/{name}/ag-ui": {"post": bound("AG-UI: run one turn", "RunAgentInput", [agent])},
         "/v1/chat/completions": {
-            "post": operation("OpenAI-compatible chat completions", "ChatRequest", [])
+            "post": bound("OpenAI-compatible chat completions", "ChatRequest", [])
         },
-        "/v1/models": {"get": operation("OpenAI-compatible: the served agents", None, [])},
-        "/v1/models/{model}": {"get": operation("OpenAI-compatible: one agent", None, [model])},
+        "/v1/models": {"get": bound("OpenAI-compatible: the served agents", None, [])},
+        "/v1/models/{model}": {"get": bound("OpenAI-compatible: one agent", None, [model])},
     }
 
 
@@ -337,10 +311,12 @@ def build_document(definitions: Iterable[str], *, ui: bool = False) -> dict[str,
         name["enum"] = names
     codes = error_codes()
     paths = {**_native(codes, name), **_binding(name), **_spec10_bindings(name)}
+    for path, item in conversation_paths(codes, name).items():
+        paths.setdefault(path, {}).update(item)  # beside reconnect and delete
     if ui:
         page = {"200": {"description": "the demo chat page", "content": {"text/html": {}}}}
-        paths["/"] = {"get": _operation("the demo chat page", page, codes)}
-        asset = _param("path", "path", {"type": "string", "minLength": 1}, True)
+        paths["/"] = {"get": operation("the demo chat page", page, codes)}
+        asset = param("path", "path", {"type": "string", "minLength": 1}, True)
         paths["/assets/{path}"] = {
             "get": {
                 "summary": "the page's scripts and styles",

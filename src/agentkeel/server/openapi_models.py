@@ -13,15 +13,23 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from agentkeel.messages import MESSAGE_ID_PATTERN
+
 __all__ = [
     "AgentList",
+    "CancelAccepted",
+    "ContextPage",
+    "ContextSummary",
     "DeletedCount",
     "DoneFrame",
     "ErrorBody",
     "EventFrame",
+    "ForkCreated",
     "Health",
     "MemoryPage",
     "SendResult",
+    "TranscriptMessage",
+    "TranscriptPage",
 ]
 
 
@@ -215,3 +223,65 @@ class DeletedCount(_Out):
     """``DELETE /agents/{name}/memory``: how many items were forgotten."""
 
     deleted: int = Field(ge=0)
+
+
+class CancelAccepted(_Out):
+    """``202`` of ``POST .../cancel``: the run that is being stopped."""
+
+    run_id: str = Field(alias="runId")
+    status: Literal["cancelling"]
+
+
+class ContextUsage(_Out):
+    """Tokens of every run of a context, summed (when the storage counts them)."""
+
+    input_tokens: int = Field(alias="inputTokens", ge=0)
+    output_tokens: int = Field(alias="outputTokens", ge=0)
+
+
+class ContextSummary(_Out):
+    """One conversation as ``GET /agents/{name}/contexts[/{contextId}]`` shows it."""
+
+    context_id: str = Field(alias="contextId")
+    title: str = Field(max_length=80)
+    """The first user message, cut to 80 characters (empty with ``server.transcript: false``)."""
+    created_at: str = Field(alias="createdAt")
+    updated_at: str = Field(alias="updatedAt")
+    message_count: int = Field(alias="messageCount", ge=0)
+    status: Literal["idle", "running", "suspended"]
+    interrupt: Interrupt | None = None
+    """Only while suspended: the interrupt that waits for a decision."""
+    usage: ContextUsage | None = None
+
+
+class ContextPage(_Out):
+    """``GET /agents/{name}/contexts``: the caller's conversations, newest first."""
+
+    contexts: list[ContextSummary]
+    next_cursor: str | None = Field(alias="nextCursor")
+
+
+class TranscriptMessage(_Out):
+    """One user or assistant message of the transcript; never tool inputs or outputs."""
+
+    id: str = Field(pattern=MESSAGE_ID_PATTERN.pattern)
+    role: Literal["user", "assistant"]
+    text: str
+    tool_calls: list[str] = Field(alias="toolCalls")
+    run_id: str | None = Field(default=None, alias="runId")
+    created_at: str | None = Field(default=None, alias="createdAt")
+    agent: str | None = None
+    """A swarm's: the member that wrote it."""
+
+
+class TranscriptPage(_Out):
+    """``GET .../messages``: a page of the transcript, oldest first."""
+
+    messages: list[TranscriptMessage]
+    next_cursor: str | None = Field(alias="nextCursor")
+
+
+class ForkCreated(_Out):
+    """``201`` of ``POST .../fork``: the new context."""
+
+    context_id: str = Field(alias="contextId")

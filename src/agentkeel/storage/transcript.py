@@ -33,6 +33,7 @@ __all__ = [
     "encode_cursor",
     "in_transcript",
     "page_of",
+    "read_transcript",
     "sort_listings",
     "title_of",
 ]
@@ -94,6 +95,25 @@ def in_transcript(message: Message) -> bool:
     back to the model.
     """
     return message.role == "assistant" or not message.tool_results
+
+
+async def read_transcript(storage: object, key: SessionKey, *, page: int = 500) -> list[Message]:
+    """Every message the transcript shows of `key`, oldest first, read a page at a time.
+
+    Empty for a session never saved, and for a storage that keeps no transcripts.
+    """
+    if not isinstance(storage, TranscriptStorage):
+        return []
+    shown: list[Message] = []
+    after: str | None = None
+    while True:
+        found = await storage.read_messages(key, after=after, limit=page)
+        if found is None:
+            return shown
+        shown.extend(m for m in found.messages if in_transcript(m))
+        if not found.more or not found.messages:
+            return shown
+        after = found.messages[-1].id
 
 
 def title_of(messages: Sequence[Message]) -> str:

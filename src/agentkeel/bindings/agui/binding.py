@@ -115,9 +115,7 @@ class AGUIBinding:
         return record if record is not None and record.status == "suspended" else None
 
     async def _transcript(self, key: SessionKey) -> list[JSONObject]:
-        snapshot = await self.runtime.framework.storage.load(key)
-        history = [] if snapshot is None else snapshot.messages
-        return transcript_messages(key.context_id, history)
+        return transcript_messages(await self.runtime.transcript(key))
 
     async def _submit(
         self, key: SessionKey, parsed: RunAgentInput, new: InputMessage | None

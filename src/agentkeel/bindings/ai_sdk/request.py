@@ -16,11 +16,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentkeel.errors import InvalidRequestError
+from agentkeel.messages import MESSAGE_ID_PATTERN
 
 __all__ = [
     "ApprovalAnswer",
     "ChatAction",
     "ChatRequest",
+    "ChatTransportBody",
+    "Edit",
     "NewMessage",
     "Regenerate",
     "parse_chat_request",
@@ -54,7 +57,9 @@ class _LastMessage(_Loose):
     parts: list[_Part]
 
 
-class _Body(_Loose):
+class ChatTransportBody(_Loose):
+    """A `DefaultChatTransport` request body; only the last message is read."""
+
     id: str = _ID
     messages: list[object]
     """Not parsed: only the last message is read (see the module's docstring)."""
@@ -65,6 +70,14 @@ class _Body(_Loose):
 @dataclass(frozen=True, slots=True)
 class NewMessage:
     """A user message to answer: its text parts joined, and the client's id for it."""
+
+    message_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """`sendMessage({text, messageId})` on a transcript message: replace it with `text`."""
 
     message_id: str
     text: str
@@ -86,7 +99,7 @@ class Regenerate:
     message_id: str | None
 
 
-ChatAction = NewMessage | ApprovalAnswer | Regenerate
+ChatAction = NewMessage | Edit | ApprovalAnswer | Regenerate
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +127,19 @@ def _answered(message: _LastMessage) -> ApprovalAnswer | None:
     return None
 
 
-def _action(body: _Body, last: _LastMessage) -> ChatAction:
+def _action(body: ChatTransportBody, last: _LastMessage) -> ChatAction:
     if last.role == "user":
-        if body.message_id is not None:
+        edited = body.message_id
+        if edited is not None and not MESSAGE_ID_PATTERN.fullmatch(edited):
             raise InvalidRequestError(
-                "editing an earlier message (sendMessage with a messageId) is not supported "
-                "on this binding; send a new message instead"
+                "editing a message (sendMessage with a messageId) needs its msg- id, as the "
+                "transcript gives it; send a new message instead"
             )
         texts = [part.text for part in last.parts if part.type == "text" and part.text is not None]
         if not texts or not "".join(texts).strip():
             raise InvalidRequestError("the last message has no text part (only text is understood)")
+        if edited is not None:
+            return Edit(edited, "".join(texts))
         return NewMessage(last.id, "".join(texts))
     if last.role == "assistant" and (answer := _answered(last)) is not None:
         return answer
@@ -137,7 +153,7 @@ def parse_chat_request(body: object) -> ChatRequest:
     if not isinstance(body, dict):
         raise InvalidRequestError("the request body must be a JSON object")
     try:
-        parsed = _Body.model_validate(body)
+        parsed = ChatTransportBody.model_validate(body)
     except ValidationError as exc:
         raise _invalid(exc, "") from None
     if parsed.trigger == "regenerate-message":

@@ -23,6 +23,7 @@ from agentkeel.bindings.ai_sdk.regenerate import regenerate_request
 from agentkeel.bindings.ai_sdk.request import (
     ApprovalAnswer,
     ChatRequest,
+    Edit,
     NewMessage,
     parse_chat_request,
 )
@@ -92,6 +93,8 @@ async def chat(request: Request) -> Response:
         # not deduplicated by message id: the AI SDK never posts a message twice (a cut
         # stream is resumed with GET), and a claim per turn would cost every turn
         native = {"message": action.text, "contextId": key.context_id}
+    elif isinstance(action, Edit):
+        native = {"message": action.text, "contextId": key.context_id, "replace": action.message_id}
     elif isinstance(action, ApprovalAnswer):
         decision: JSONObject = {"approved": action.approved}
         if action.reason is not None:
