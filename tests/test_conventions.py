@@ -22,7 +22,6 @@ OVER_THE_SOFT_LIMIT = {
     "loop.py": 579,
     "a2a/handler.py": 422,
     "mcp/server.py": 410,
-    "models/demo.py": 476,
 }
 """Modules still over the soft limit, with the most lines each may have. The list only
 shrinks: a listed module may not grow past its number, and one that got under the limit

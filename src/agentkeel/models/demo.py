@@ -34,11 +34,7 @@ import anyio
 from agentkeel.errors import ConfigurationError
 from agentkeel.messages import (
     JSONObject,
-    JSONValue,
     Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
     ToolResultPart,
 )
 from agentkeel.models.base import (
@@ -49,6 +45,7 @@ from agentkeel.models.base import (
     ThinkingDelta,
     ToolCallDelta,
 )
+from agentkeel.models.demo_phrasing import input_words, result_sentence, words
 from agentkeel.result import Usage
 
 __all__ = ["DemoModel"]
@@ -74,7 +71,6 @@ _FACT = re.compile(
 )
 _FORGET = re.compile(r"\bforget\s+(?:about\s+)?(?:that\s+)?(?P<key>[^?.!]+)", _FLAGS)
 _ABOUT_ME = re.compile(r"\bwhat\s+do\s+you\s+(?:remember|know)\s+about\s+me\b", _FLAGS)
-_ABOUT_USER = "the user's "
 _TOLD = re.compile(r"\bwhat\s+did\s+i\s+tell\s+you(?:\s+about\s+(?P<key>[^?.!]+))?", _FLAGS)
 _RECALL = re.compile(r"\b(?:what(?:'s|\s+is|\s+are|\s+was)\s+my|recall)\s+(?P<key>[^?.!]+)", _FLAGS)
 _MY_IS = re.compile(r"\bmy\s+(?P<key>.+?)\s+(?:is|are)\s+(?P<value>.+)", _FLAGS)
@@ -86,7 +82,6 @@ _ZONE = re.compile(
     r"|pacific|etc)(?:/[a-z0-9_+-]+)+|utc)\b",
     _FLAGS,
 )
-_NAME_QUESTION = re.compile(r"^What would you like to name your (?P<thing>.+)\?$")
 _SWAP = {"my": "your", "me": "you", "i": "you", "mine": "yours", "myself": "yourself"}
 
 _CAPABILITIES = (
@@ -147,8 +142,8 @@ class DemoModel:
                 await anyio.sleep(self._token_delay)
             yield chunk
         usage = Usage(
-            input_tokens=_input_words(request),
-            output_tokens=_words(plan.thinking) + _words(plan.text) + _words(arguments),
+            input_tokens=input_words(request),
+            output_tokens=words(plan.thinking) + words(plan.text) + words(arguments),
         )
         yield Finish(stop_reason="end_turn" if plan.tool is None else "tool_use", usage=usage)
 
@@ -331,72 +326,11 @@ def _answer_results(results: Sequence[ToolResultPart], messages: Sequence[Messag
     sentences = []
     for result in results:
         call = calls.get(result.call_id)
-        sentences.append(_sentence(result, {} if call is None else call.input))
+        sentences.append(result_sentence(result, {} if call is None else call.input))
     return _Plan(
         thinking=f"The {names} tool answered, so I will put its result into words.",
         text=" ".join(sentences),
     )
-
-
-def _sentence(result: ToolResultPart, tool_input: JSONObject) -> str:
-    content = _show(result.content)
-    if result.status == "error":
-        return _failure(result.name, content, tool_input)
-    if result.name == "current_time":
-        return f"It is {content}."
-    if result.name == "write_state":
-        key, value = _show(tool_input.get("key")), _show(tool_input.get("value"))
-        return f"I'll remember that your {key} is {value}."
-    if result.name == "read_state":
-        key = _show(tool_input.get("key"))
-        if result.content is None:
-            return f"You haven't told me your {key} yet."
-        return f"You told me your {key} is {content}."
-    if result.name == "remember":
-        return f"I'll remember that, also in our next conversations: {tool_input.get('text')}"
-    if result.name == "recall":
-        return _recalled(result.content, _show(tool_input.get("query")))
-    if result.name == "forget":
-        return f"OK: I {content}." if content.startswith("forgot") else f"OK: {content}."
-    if result.name == "delete_file":
-        return f"Done: {content}."
-    if result.name == "ask_user":
-        named = _NAME_QUESTION.match(_show(tool_input.get("question")))
-        if named:
-            return f"Then your {named['thing']} shall be called {content}."
-        return f"Thanks! You told me: {content}."
-    return f"The {result.name} tool returned: {content}."
-
-
-def _recalled(content: JSONValue, query: str) -> str:
-    texts = [
-        str(match["text"])
-        for match in (content if isinstance(content, list) else [])
-        if isinstance(match, dict) and "text" in match
-    ]
-    if not texts:
-        if query.startswith("the user's "):
-            return f"You haven't told me your {query.removeprefix(_ABOUT_USER)} yet."
-        return "I don't remember anything about you yet."
-    if len(texts) == 1 or query != "the user":
-        return f"From our earlier conversations I remember: {texts[0]}"
-    return "From our earlier conversations I remember: " + " ".join(texts)
-
-
-def _failure(tool: str, content: str, tool_input: JSONObject) -> str:
-    if tool == "delete_file":
-        path = _show(tool_input.get("path"))
-        if content.startswith("rejected: "):
-            reason = content[len("rejected: ") :]
-            return f"OK, I did not delete {path}. Reason: {reason}."
-        return f"I could not delete {path}: {content}."
-    doing = {
-        "current_time": "read the clock",
-        "write_state": "remember that",
-        "read_state": "look that up",
-        "ask_user": "ask you",
-    }.get(tool, f"use {tool}")
-    return f"I could not {doing}: {content}."
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -405,27 +339,6 @@ def _failure(tool: str, content: str, tool_input: JSONObject) -> str:
 def _pieces(text: str) -> list[str]:
     """Split into word-sized deltas that join back to `text` (leading spaces kept)."""
     return re.findall(r"\s*\S+\s*$|\s*\S+", text)
-
-
-def _words(text: str) -> int:
-    return len(text.split())
-
-
-def _input_words(request: ModelRequest) -> int:
-    total = _words(request.system_prompt or "")
-    for message in request.messages:
-        for part in message.parts:
-            if isinstance(part, TextPart | ThinkingPart):
-                total += _words(part.text)
-            elif isinstance(part, ToolCallPart):
-                total += _words(json.dumps(part.input))
-            else:
-                total += _words(_show(part.content))
-    return total
-
-
-def _show(value: JSONValue) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _key(raw: str) -> str:
