@@ -20,6 +20,7 @@ from agentkeel.storage import InMemoryStorage
 from agentkeel.storage.base import SessionKey, SessionStorage
 from agentkeel.storage.postgres_pool import PostgresPool
 from agentkeel.testing.coordination import IdempotencyConformance, StreamFanoutConformance
+from coordination.shared_checks import check_announced_segment, check_claim_owner_and_takeover
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +90,28 @@ async def test_a_run_is_followed_from_another_replica(pg_database: str, pg_schem
             await first.persist(stream, done)
             stream.append(done)
     assert got == [3, 4, 5, 6, 7]
+
+
+async def test_a_segment_start_is_notified_to_other_replicas(
+    pg_database: str, pg_schema: str
+) -> None:
+    """A request waiting on B for a run to resume is woken by A's NOTIFY."""
+    storage = InMemoryStorage()
+    first = _streams(pg_database, pg_schema, storage)
+    second = _streams(pg_database, pg_schema, storage)
+    async with first.running(), second.running():
+        await check_announced_segment(first, second, KEY)
+
+
+async def test_only_the_owner_writes_and_one_takeover_wins(
+    pg_database: str, pg_schema: str
+) -> None:
+    """The claim's compare-and-set writes, on PostgreSQL (one conditional UPDATE each)."""
+    pool = PostgresPool(pg_database, schema=pg_schema, pool_size=3)
+    await pool.open()
+    table = PgClaimTable(pool)
+    try:
+        async with table.running():
+            await check_claim_owner_and_takeover(table)
+    finally:
+        await pool.close()

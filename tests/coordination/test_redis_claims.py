@@ -13,6 +13,7 @@ from agentkeel.runtime.redis_claims import RedisClaimTable
 from agentkeel.runtime.shared_claims import SharedClaims, ValueCodec
 from agentkeel.storage.base import SessionKey
 from agentkeel.testing.coordination import IdempotencyConformance
+from coordination.shared_checks import check_claim_owner_and_takeover
 
 pytestmark = pytest.mark.anyio
 
@@ -52,3 +53,10 @@ async def test_one_key_on_two_replicas_runs_once(client: Redis, redis_prefix: st
     winners = [run for run, won in results if won]
     assert len(winners) == 1
     assert {run for run, _ in results} == set(winners)
+
+
+async def test_only_the_owner_writes_and_one_takeover_wins(
+    client: Redis, redis_prefix: str
+) -> None:
+    """The claim's compare-and-set writes, on Redis (WATCH/MULTI)."""
+    await check_claim_owner_and_takeover(RedisClaimTable(lambda: client, prefix=redis_prefix))

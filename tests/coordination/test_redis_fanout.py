@@ -18,6 +18,7 @@ from agentkeel.runtime.redis_fanout import RedisStreams
 from agentkeel.storage import InMemoryStorage
 from agentkeel.storage.base import SessionKey
 from agentkeel.testing.coordination import StreamFanoutConformance
+from coordination.shared_checks import check_announced_segment
 
 pytestmark = pytest.mark.anyio
 
@@ -145,3 +146,11 @@ async def test_frames_redis_forgot_come_from_storage(
     reconnect = await second.latest(KEY)
     assert reconnect is not None
     assert await _collect(reconnect, 0) == [1, 2, 3, 4, 5, 6]
+
+
+async def test_a_segment_start_is_announced_to_other_replicas(
+    two: tuple[RedisStreams, RedisStreams],
+) -> None:
+    """A request waiting on B for a run to resume is woken by A's PUBLISH."""
+    first, second = two
+    await check_announced_segment(first, second, KEY)

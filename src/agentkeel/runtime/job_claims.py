@@ -7,23 +7,41 @@ replica builds a local `RunJob` that stands for it: started once the claim names
 run (its channel is the run's stream, followed through the fan-out), finished once the
 claim holds the result. So the retry streams the same frames, or answers the same
 result, and nothing runs twice.
+
+The owner also beats in the claim (a counter, once a second) until its turn finished. A
+retry that sees the claim unchanged for `STALE_SECONDS` knows its owner died: before
+the turn started (it waited in line), the retry takes the claim over and runs the turn
+itself (`ClaimAbandoned`); after it started, the turn was lost with its replica (the
+context's next holder rolls it back), and the retry answers it ``failed``
+(``concurrent_write``), so it can be sent again. An owner whose claim was taken over
+while it was paused finds that out when its lease comes, and does not run the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 
 from agentkeel.errors import AgentkeelError, RunInProgressError
 from agentkeel.keys import SessionKey
+from agentkeel.messages import JSONObject
 from agentkeel.runtime.coordination import StreamFanout
-from agentkeel.runtime.shared_claims import Read, Update
+from agentkeel.runtime.shared_claims import ClaimAbandoned, Read, Update
 from agentkeel.runtime.turns import RunJob
+from agentkeel.runtime.wire import failed_done_frame
 
-__all__ = ["RunJobClaims"]
+__all__ = ["BEAT_SECONDS", "STALE_SECONDS", "RunJobClaims"]
 
+BEAT_SECONDS = 1.0
+"""How often the owner of a claimed turn says it is alive."""
+STALE_SECONDS = 5.0
+"""A claim unchanged for this long has lost its owner (its process died)."""
+LOST_RUN = (
+    "the server running this turn stopped before the turn was saved, so nothing of it "
+    "was saved; send it again"
+)
 _POLL_SECONDS = 0.05
 _START_SECONDS = 120.0
 """How long a retry waits for the first request's turn to start (it may wait in line)."""
@@ -42,7 +60,34 @@ class RunJobClaims:
         """The joined turns followed to their end (kept referenced while they run)."""
 
     async def watch(self, run: RunJob, update: Update) -> None:
-        """Write the turn's start (or its error), then its result, into the claim."""
+        """Write the turn's start (or its error), then its result, into the claim.
+
+        Until the turn finished, it also beats in the claim, once a second.
+        """
+        beats = 0
+
+        async def beat() -> bool:
+            nonlocal beats
+            beats += 1
+            return await update({"beat": beats})
+
+        run.still_claimed = beat
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._beat, run, beat)
+            try:
+                await self._report(run, update)
+            finally:
+                group.cancel_scope.cancel()
+
+    @staticmethod
+    async def _beat(run: RunJob, beat: Callable[[], Awaitable[bool]]) -> None:
+        while not run.finished.is_set():
+            await anyio.sleep(BEAT_SECONDS)
+            if not await beat():
+                return  # taken over (or forgotten): nothing more to say in it
+
+    @staticmethod
+    async def _report(run: RunJob, update: Update) -> None:
         await run.started.wait()
         if run.error is not None:
             code = getattr(run.error, "code", "internal_error")
@@ -68,6 +113,7 @@ class RunJobClaims:
         return job
 
     async def _started(self, job: RunJob, context: SessionKey, read: Read) -> None:
+        watch = _Staleness()
         try:
             with anyio.fail_after(_START_SECONDS):
                 while True:
@@ -91,6 +137,8 @@ class RunJobClaims:
                                 job.result = stored["result"]
                                 job.finished.set()
                             return
+                    elif watch.stale(stored):
+                        raise ClaimAbandoned(stored)  # its turn never started: run it here
                     await anyio.sleep(_POLL_SECONDS)
         except TimeoutError:
             raise RunInProgressError(
@@ -101,6 +149,7 @@ class RunJobClaims:
             job.started.set()
 
     async def _finished(self, job: RunJob, read: Read) -> None:
+        watch = _Staleness()
         try:
             while not job.finished.is_set():
                 stored = await read()
@@ -110,9 +159,33 @@ class RunJobClaims:
                 if isinstance(result, dict):
                     job.result = result
                     break
+                if watch.stale(stored) and job.channel is not None:
+                    job.result = _lost(job.key.context_id, job.channel.run_id)
+                    break
                 await anyio.sleep(_POLL_SECONDS)
         finally:
             job.finished.set()
+
+
+class _Staleness:
+    """Whether a claim stopped changing: its owner's beats stopped for `STALE_SECONDS`."""
+
+    def __init__(self) -> None:
+        self.value: JSONObject | None = None
+        self.since = anyio.current_time()
+
+    def stale(self, stored: JSONObject) -> bool:
+        now = anyio.current_time()
+        if stored != self.value:
+            self.value, self.since = stored, now
+            return False
+        return now - self.since >= STALE_SECONDS
+
+
+def _lost(context_id: str, run_id: str) -> JSONObject:
+    """The SendResult of a started turn whose replica died before saving it."""
+    frame = failed_done_frame(context_id, run_id, "concurrent_write", LOST_RUN)
+    return {key: value for key, value in frame.items() if key != "done"}
 
 
 def _error(code: str, message: str) -> AgentkeelError:

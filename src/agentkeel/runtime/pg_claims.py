@@ -80,15 +80,29 @@ class PgClaimTable:
         value = json.loads(row[0])
         return value if isinstance(value, dict) else None
 
-    async def update(self, name: str, fields: JSONObject) -> None:
-        """Merge `fields` into the claim's JSON."""
+    async def update(self, name: str, fields: JSONObject, *, owner: str | None = None) -> bool:
+        """Merge `fields` into the claim's JSON, if `owner` still holds it (one statement)."""
         async with self.pool._connection() as conn:
-            await conn.execute(
+            cursor = await conn.execute(
                 self.pool._sql(
                     "UPDATE {s}.idempotency_claims SET value = value || %s::jsonb WHERE name = %s"
+                    " AND (%s::text IS NULL OR value->>'owner' = %s::text) RETURNING 1"
                 ),
-                (json.dumps(fields), name),
+                (json.dumps(fields), name, owner, owner),
             )
+            return await cursor.fetchone() is not None
+
+    async def replace(self, name: str, expected: JSONObject, value: JSONObject) -> bool:
+        """Set the live claim to `value` if it still is `expected` (one statement)."""
+        async with self.pool._connection() as conn:
+            cursor = await conn.execute(
+                self.pool._sql(
+                    "UPDATE {s}.idempotency_claims SET value = %s::jsonb WHERE name = %s"
+                    f" AND value = %s::jsonb AND {_LIVE} RETURNING 1"
+                ),
+                (json.dumps(value), name, json.dumps(expected)),
+            )
+            return await cursor.fetchone() is not None
 
     async def delete(self, name: str) -> None:
         """Drop the claim."""

@@ -6,6 +6,8 @@ run's last is skipped, so a second writer adds nothing. The writer sends each ba
 one transaction and notifies the frames channel once per batch, never once per token;
 a follower on another replica waits for that notification (or a short timeout, so a
 lost notification costs a fraction of a second) and reads what follows its last id.
+A segment's start is notified on the same channel, for the requests waiting for a
+suspended run to resume elsewhere.
 Rows carry their expiry (``retention.events``) and are swept by the writer.
 """
 
@@ -61,6 +63,7 @@ class PgStreams(SharedStreams):
         self._arrived: dict[str, set[anyio.Event]] = {}
         self._swept_at = 0.0
         self.notifier.on("frames", self._on_frames)
+        self.notifier.on("segment", self._on_segment)
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
@@ -91,6 +94,7 @@ class PgStreams(SharedStreams):
     async def send_batch(self, writes: list[Write]) -> None:
         """One transaction, then one NOTIFY naming the runs that got frames."""
         streams: set[str] = set()
+        starts: list[list[str]] = []
         async with self.pool._connection() as conn, conn.transaction():
             for write in writes:
                 if isinstance(write, FrameWrite):
@@ -126,8 +130,13 @@ class PgStreams(SharedStreams):
                         ),
                         (context_name(write.key), write.value, write.ttl, write.ttl),
                     )
+                    if write.starts and write.run_id is not None:
+                        starts.append([context_name(write.key), write.run_id])
             if streams:
                 payload = json.dumps({"t": "frames", "s": sorted(streams)})
+                await conn.execute("SELECT pg_notify(%s, %s)", (self.notifier.channel, payload))
+            if starts:
+                payload = json.dumps({"t": "segment", "s": starts})
                 await conn.execute("SELECT pg_notify(%s, %s)", (self.notifier.channel, payload))
             if anyio.current_time() - self._swept_at > _SWEEP_SECONDS:
                 self._swept_at = anyio.current_time()
@@ -176,6 +185,12 @@ class PgStreams(SharedStreams):
     def reader(self, key: SessionKey, run_id: str) -> _PgReader:
         """A follower's reader: woken by the frames channel."""
         return _PgReader(self, self.stream_name(key, run_id))
+
+    def _on_segment(self, payload: JSONObject) -> None:
+        started = payload.get("s")
+        for item in started if isinstance(started, list) else ():
+            if isinstance(item, list) and len(item) == 2:
+                self.segment_started(str(item[0]), str(item[1]))
 
     def _on_frames(self, payload: JSONObject) -> None:
         names = payload.get("s")

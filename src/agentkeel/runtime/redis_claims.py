@@ -2,7 +2,9 @@
 
 A claim is one string key holding a small JSON object; the atomic ``SET NX`` decides
 who claimed first. Each context keeps a set of its claims' keys, so that deleting the
-context drops them (guarantee 13); both expire after the claims' ttl.
+context drops them (guarantee 13); both expire after the claims' ttl. The conditional
+writes (an owner's update, a takeover) are ``WATCH``/``MULTI`` transactions: the check
+and the write are one step, whoever else writes in between.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 from collections.abc import Callable
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, WatchError
 
 from agentkeel.errors import StorageUnavailableError
 from agentkeel.messages import JSONObject
@@ -78,14 +80,38 @@ class RedisClaimTable:
         """The claim, or None."""
         return _decode(await self.redis.get(self._key(name)))
 
-    async def update(self, name: str, fields: JSONObject) -> None:
-        """Merge `fields` into the claim, keeping its expiry (``SET XX KEEPTTL``)."""
+    async def update(self, name: str, fields: JSONObject, *, owner: str | None = None) -> bool:
+        """Merge `fields` into the claim, keeping its expiry, if `owner` still holds it."""
+        return await self._swap(
+            name,
+            lambda current: owner is None or current.get("owner") == owner,
+            lambda current: {**current, **fields},
+        )
+
+    async def replace(self, name: str, expected: JSONObject, value: JSONObject) -> bool:
+        """Set the claim to `value` (keeping its expiry) if it still is `expected`."""
+        return await self._swap(name, lambda current: current == expected, lambda _: value)
+
+    async def _swap(
+        self,
+        name: str,
+        holds: Callable[[JSONObject], bool],
+        new: Callable[[JSONObject], JSONObject],
+    ) -> bool:
         key = self._key(name)
-        current = _decode(await self.redis.get(key))
-        if current is None:
-            return
-        current.update(fields)
-        await self.redis.set(key, json.dumps(current), xx=True, keepttl=True)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    current = _decode(await pipe.get(key))
+                    if current is None or not holds(current):
+                        return False  # leaving the pipeline unwatches the key
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.set(key, json.dumps(new(current)), xx=True, keepttl=True)
+                    await pipe.execute()
+                    return True
+                except WatchError:
+                    continue  # written meanwhile: check again against what is there now
 
     async def delete(self, name: str) -> None:
         """Drop the claim."""

@@ -6,17 +6,23 @@ its lease) is refused by Redis itself. The writer sends each batch as one pipeli
 one command per frame, plus the pointer at a segment's start and end and once a second
 (`SharedStreams` has the rest). Streams and pointers expire after
 ``retention.events``. A follower on another replica reads with ``XREAD BLOCK`` on a
-connection of its own.
+connection of its own. A segment's start is also ``PUBLISH``ed on the deployment's
+segments channel, which each replica listens to on one pub/sub connection (reopened
+after a loss; what was published meanwhile is covered by the waiters' own reads).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from agentkeel.keys import SessionKey
 from agentkeel.runtime.channels import Frame
@@ -35,6 +41,7 @@ __all__ = ["RedisRunChannel", "RedisStreams"]
 logger = logging.getLogger(__name__)
 
 RedisRunChannel = SharedRunChannel
+_RELISTEN_SECONDS = 0.5
 
 
 class RedisStreams(SharedStreams):
@@ -64,13 +71,45 @@ class RedisStreams(SharedStreams):
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
-        """One client (and its pool) for every non-blocking command."""
+        """One client (and its pool) for every non-blocking command; one listener."""
         self._redis = Redis.from_url(self.url)
+        listener = asyncio.get_running_loop().create_task(self._listen_forever())
         try:
             yield
         finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
             redis, self._redis = self._redis, None
             await redis.aclose()
+
+    @property
+    def segments_channel(self) -> str:
+        """Where segments' starts are published."""
+        return f"{self.prefix}segments"
+
+    async def _listen_forever(self) -> None:
+        while True:
+            client = Redis.from_url(self.url, single_connection_client=True)
+            try:
+                async with client.pubsub() as pubsub:
+                    await pubsub.subscribe(self.segments_channel)
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            self._heard(message.get("data"))
+            except (RedisError, OSError) as exc:
+                logger.debug("redis | the segments listener reconnects: %s", exc)
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await client.aclose()
+            await asyncio.sleep(_RELISTEN_SECONDS)
+
+    def _heard(self, data: object) -> None:
+        try:
+            context, run_id = json.loads(data)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return
+        self.segment_started(str(context), str(run_id))
 
     @property
     def redis(self) -> Redis:
@@ -104,6 +143,9 @@ class RedisStreams(SharedStreams):
                     pipe.set(self.pointer_key(write.key), write.value, ex=write.ttl)
                     if write.ttl is not None and write.run_id is not None:
                         pipe.expire(self.stream_key(write.key, write.run_id), write.ttl)
+                    if write.starts and write.run_id is not None:
+                        started = json.dumps([context_name(write.key), write.run_id])
+                        pipe.publish(self.segments_channel, started)
             results = await pipe.execute(raise_on_error=False)
         for result in results:
             if isinstance(result, Exception):

@@ -7,6 +7,12 @@ run (its id, where its frames start, its result) is written into the claim by th
 replica running it (`ClaimCodec.watch`), and read back by the joining one
 (`ClaimCodec.join`). Within one process, requests with the same key meet in an
 in-process `IdempotencyClaims` first, so they share one object and one table lookup.
+
+A claim names its owner (a token of the request that inserted it), and only the owner
+writes into it. A replica that dies with a claimed turn still waiting in line leaves a
+claim that nobody answers; a retry that sees it stop moving (`ClaimAbandoned`, the
+codec's call) takes it over with one compare-and-set, so that exactly one retry
+becomes the new owner and runs the turn, and the others join that one.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 import anyio
@@ -27,13 +35,30 @@ from agentkeel.runtime.coordination import IdempotencyScope
 from agentkeel.runtime.errors import IdempotencyKeyReusedError
 from agentkeel.runtime.idempotency import IdempotencyClaims
 
-__all__ = ["ClaimCodec", "ClaimTable", "SharedClaims", "ValueCodec", "claim_name", "context_name"]
+__all__ = [
+    "ClaimAbandoned",
+    "ClaimCodec",
+    "ClaimTable",
+    "SharedClaims",
+    "ValueCodec",
+    "claim_name",
+    "context_name",
+]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Read = Callable[[], Awaitable[JSONObject | None]]
-Update = Callable[[JSONObject], Awaitable[None]]
+Update = Callable[[JSONObject], Awaitable[bool]]
+"""Merges fields into the claim; False once its owner lost it (taken over, or gone)."""
+
+
+class ClaimAbandoned(Exception):
+    """Raised by `ClaimCodec.join`: nobody answers for the claim, whose value is `stored`."""
+
+    def __init__(self, stored: JSONObject) -> None:
+        super().__init__("the claim's owner stopped answering")
+        self.stored = stored
 
 
 class ClaimTable(Protocol):
@@ -49,8 +74,15 @@ class ClaimTable(Protocol):
         """The claim's value, or None."""
         ...
 
-    async def update(self, name: str, fields: JSONObject) -> None:
-        """Merge `fields` into the claim's value (nothing if it is gone)."""
+    async def update(self, name: str, fields: JSONObject, *, owner: str | None = None) -> bool:
+        """Merge `fields` into the claim's value if its ``owner`` is `owner` (None: any).
+
+        False when nothing was merged (it is gone, or another owner holds it).
+        """
+        ...
+
+    async def replace(self, name: str, expected: JSONObject, value: JSONObject) -> bool:
+        """Atomically set the claim to `value` if it still equals `expected`."""
         ...
 
     async def delete(self, name: str) -> None:
@@ -70,7 +102,11 @@ class ClaimCodec(Protocol[T]):
         ...
 
     async def join(self, new_run: Callable[[], T], context: SessionKey, read: Read) -> T:
-        """On another replica: the local stand-in for the run the claim describes."""
+        """On another replica: the local stand-in for the run the claim describes.
+
+        Raises:
+            ClaimAbandoned: Its owner stopped answering before its run started.
+        """
         ...
 
 
@@ -176,26 +212,36 @@ class SharedClaims(Generic[T]):
         local: _Local[T],
     ) -> tuple[T, bool]:
         name = claim_name(scope)
-        existing = await self.table.insert(
-            name, {"fp": fingerprint}, context_name(context), self.ttl
-        )
-        if existing is None:
-            run = local.run = new_run()
-            task = asyncio.get_running_loop().create_task(self._watch(name, run))
-            self._watchers.add(task)
-            task.add_done_callback(self._watchers.discard)
-            return run, True
-        if existing.get("fp") != fingerprint:
-            raise IdempotencyKeyReusedError(
-                "this Idempotency-Key was used for a different request; "
-                "use a new key for a new message"
-            )
-        local.run = await self.codec.join(new_run, context, lambda: self.table.get(name))
-        return local.run, False
+        owner = secrets.token_hex(8)
+        claimed: JSONObject = {"fp": fingerprint, "owner": owner}
+        existing = await self.table.insert(name, claimed, context_name(context), self.ttl)
+        while existing is not None:
+            if existing.get("fp") != fingerprint:
+                raise IdempotencyKeyReusedError(
+                    "this Idempotency-Key was used for a different request; "
+                    "use a new key for a new message"
+                )
+            try:
+                local.run = await self.codec.join(new_run, context, lambda: self.table.get(name))
+                return local.run, False
+            except ClaimAbandoned as abandoned:
+                if await self.table.replace(name, abandoned.stored, claimed):
+                    logger.warning("idempotency | took over a claim its owner abandoned")
+                    break
+                existing = await self.table.get(name)  # another retry took it: join that one
+                if existing is None:
+                    existing = await self.table.insert(
+                        name, claimed, context_name(context), self.ttl
+                    )
+        run = local.run = new_run()
+        task = asyncio.get_running_loop().create_task(self._watch(name, run, owner))
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+        return run, True
 
-    async def _watch(self, name: str, run: T) -> None:
+    async def _watch(self, name: str, run: T, owner: str) -> None:
         try:
-            await self.codec.watch(run, lambda fields: self.table.update(name, fields))
+            await self.codec.watch(run, partial(self.table.update, name, owner=owner))
         except Exception:
             logger.exception("idempotency | could not share how a claimed run goes")
 

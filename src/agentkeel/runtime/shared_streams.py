@@ -14,6 +14,11 @@ in storage at the end of every segment, before its done frame is published, so a
 reconnect works after the backend forgot them, and a follower that meets a gap in
 the ids finishes from storage.
 
+A segment's start is also announced (Redis ``PUBLISH``, PostgreSQL ``NOTIFY``), so a
+request waiting for a suspended run to resume on another replica (`next_segment`)
+wakes at once; it still reads the pointer once a second, since an announcement made
+while the listening connection was down is lost.
+
 Losing the backend loses no turn: the writer drops what it cannot send (and says so
 in `degraded`), the run goes on and commits, and followers elsewhere finish from
 storage.
@@ -42,7 +47,8 @@ __all__ = ["FrameWrite", "PointerWrite", "SharedRunChannel", "SharedStreams", "W
 
 logger = logging.getLogger(__name__)
 
-_POLL_SECONDS = 0.05
+_SEGMENT_RECHECK_SECONDS = 1.0
+"""How often a wait for a segment reads the pointer anyway (a lost announcement)."""
 _POINTER_REFRESH_SECONDS = 1.0
 _COALESCE_SECONDS = 0.005
 
@@ -65,6 +71,8 @@ class PointerWrite:
     run_id: str | None
     value: str | None
     ttl: int | None
+    starts: bool = False
+    """A segment of `run_id` starts: the backend announces it to every replica."""
 
 
 Write = FrameWrite | PointerWrite
@@ -113,6 +121,7 @@ class SharedStreams:
         self._wake = asyncio.Event()
         self._done = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._segment_waiters: dict[tuple[str, str], set[anyio.Event]] = {}
 
     # -- what a backend provides -------------------------------------------------------
 
@@ -140,6 +149,14 @@ class SharedStreams:
     async def ping(self) -> None:
         """Raise unless the backend answers now."""
         raise NotImplementedError
+
+    def segment_started(self, context: str, run_id: str) -> None:
+        """A backend heard that a segment of `run_id` started, on any replica.
+
+        Wakes its waiters; `context` is `context_name` of its key.
+        """
+        for event in self._segment_waiters.get((context, run_id), ()):
+            event.set()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -237,7 +254,7 @@ class SharedStreams:
             stream.pointer_at = time.monotonic()
             ttl = _seconds(self.retention, running=True)
             pointer = _pointer(stream, active=True)
-            self._queue(PointerWrite(stream.key, stream.run_id, pointer, ttl))
+            self._queue(PointerWrite(stream.key, stream.run_id, pointer, ttl, starts=True))
 
     def on_segment(self, listener: Callable[[RunStream], None]) -> Callable[[], None]:
         """Call `listener` as each segment of a run starts here."""
@@ -290,17 +307,35 @@ class SharedStreams:
         )
 
     async def next_segment(self, key: SessionKey, run_id: str, timeout: float) -> bool:
-        """Wait up to `timeout` seconds for a segment of `run_id` to run, on any replica."""
-        with anyio.move_on_after(timeout):
-            while True:
-                try:
-                    pointer = _decode(await self.read_pointer(key))
-                except Exception:
-                    pointer = None
-                if pointer is not None and pointer[0] == run_id and pointer[1]:
-                    return True
-                await anyio.sleep(_POLL_SECONDS)
-        return False
+        """Wait up to `timeout` seconds for a segment of `run_id` to run, on any replica.
+
+        Woken by the backend's announcement of the segment; the pointer is read first
+        (the segment may already run) and then once a second.
+        """
+        name = (context_name(key), run_id)
+        waiters = self._segment_waiters.setdefault(name, set())
+        event = anyio.Event()
+        waiters.add(event)
+        try:
+            with anyio.move_on_after(timeout):
+                while True:
+                    try:
+                        pointer = _decode(await self.read_pointer(key))
+                    except Exception:
+                        pointer = None
+                    if pointer is not None and pointer[0] == run_id and pointer[1]:
+                        return True
+                    with anyio.move_on_after(_SEGMENT_RECHECK_SECONDS):
+                        await event.wait()
+                    if event.is_set():
+                        waiters.discard(event)
+                        event = anyio.Event()
+                        waiters.add(event)
+            return False
+        finally:
+            waiters.discard(event)
+            if not waiters:
+                self._segment_waiters.pop(name, None)
 
     async def persist(self, stream: RunStream, done: Frame) -> None:
         """Save the run's frames, `done` included, in storage before `done` is published."""

@@ -25,6 +25,7 @@ from agentkeel.errors import (
     InterruptNotFoundError,
     InterruptPendingError,
     InvalidRequestError,
+    RunInProgressError,
 )
 from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.ids import new_run_id
@@ -78,6 +79,9 @@ class RunJob:
     first_token: bool = False
     grant: LeaseGrant | None = None
     """The context's lease while the turn holds it (its fence guards the turn's writes)."""
+    still_claimed: Callable[[], Awaitable[bool]] | None = None
+    """Whether its shared Idempotency-Key claim is still this turn's (None: no claim);
+    asked once the lease came, since a retry elsewhere may have taken it over."""
 
 
 class TurnRunner:
@@ -167,6 +171,10 @@ class TurnRunner:
                 )
             if self.draining:
                 raise ShuttingDownError("the server is shutting down and takes no new turns")
+            if job.still_claimed is not None and not await job.still_claimed():
+                raise RunInProgressError(
+                    "a retry with this Idempotency-Key runs the turn on another server"
+                )
             fence = job.grant.fence if self.coordination.fenced else None
             fence_commits(entry.agent, fence)
             renewal = anyio.CancelScope()
