@@ -34,13 +34,16 @@ async def cancel_context(runtime: ServerRuntime, key: SessionKey) -> str:
         ContextNotFoundError: No such context (or another principal's).
         NoActiveRunError: Nothing is running or suspended on the context.
     """
-    if not await runtime.exists(key):
-        raise ContextNotFoundError(f"no context {key.context_id!r} for agent {key.definition!r}")
+    # the live run first: a new context's first turn, running on another replica, has
+    # nothing in storage yet, but the fan-out knows it runs (and whose it is: the key
+    # holds the principal)
     stream = await runtime.latest(key)
     if stream is not None and stream.active:
         if await runtime.coordination.lease.cancel(key, stream.run_id):
             runtime.metrics.cancels.inc(key.definition, "cancel")
             return stream.run_id
+    if not await runtime.exists(key):
+        raise ContextNotFoundError(f"no context {key.context_id!r} for agent {key.definition!r}")
     entry = await runtime.cache.acquire(key)  # restored from storage if need be
     try:
         pending = entry.agent.pending_interrupts
