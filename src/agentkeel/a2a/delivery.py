@@ -7,6 +7,13 @@ A follower starts when a segment of a task with webhooks starts (a new task sent
 a config, a config created for a running task, a task resumed on either wire, also
 after a restart: `RetainedStreams.on_segment`), and ends with the segment.
 
+With many replicas the replica running the task delivers, whichever received the
+config: configs live in the shared storage, and a write of a task's configs is
+announced through the fan-out (topic ``a2a-push``), so the replica running it reads
+them again and follows the segment, and every replica that cached them reads them
+again (a deleted webhook gets nothing more). A replica that received a config for a
+task running elsewhere only follows it itself when the fan-out cannot announce.
+
 What is POSTed (each a StreamResponse, as a stream would carry it):
 
 - ``statusUpdate`` ``TASK_STATE_WORKING`` when a segment starts;
@@ -42,8 +49,12 @@ from agentkeel.a2a.mapping import RESPONSE_ARTIFACT, StreamMapper, TextChunk, st
 from agentkeel.a2a.push import RetryingPushSender, StoredPushConfigs
 from agentkeel.errors import AgentkeelError
 from agentkeel.runtime.coordination import RunStream
+from agentkeel.runtime.remote_channel import RemoteRunChannel
 
-__all__ = ["PushDelivery"]
+__all__ = ["PUSH_TOPIC", "PushDelivery"]
+
+PUSH_TOPIC = "a2a-push"
+"""The fan-out announcement of a change to a task's push configs."""
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +78,8 @@ class PushDelivery:
         """Delivers one update to every webhook of a task (while running)."""
         self._group: TaskGroup | None = None
         self._following: set[tuple[str, int]] = set()
+        self._running_here: dict[str, RunStream] = {}
+        """The segments running in this process, by task id (while active)."""
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -74,6 +87,11 @@ class PushDelivery:
         await self.configs.load()
         self.sender = RetryingPushSender(self.configs, allow_private=self.allow_private)
         stop_listening = self.executor.runtime.on_segment(self._segment_started)
+        words = self.executor.runtime.announcements
+        stop_hearing = None
+        if words is not None:
+            stop_hearing = words.on_announcement(PUSH_TOPIC, self._configs_changed)
+            self.configs.changed = lambda task: words.announce(PUSH_TOPIC, self.configs.index, task)
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
@@ -84,18 +102,53 @@ class PushDelivery:
                     group.cancel_scope.cancel()
         finally:
             stop_listening()
+            if stop_hearing is not None:
+                stop_hearing()
+            self.configs.changed = None
             await self.sender.aclose()
             self.sender = None
 
     def _segment_started(self, channel: RunStream) -> None:
         if channel.key.definition != self.executor.definition:
             return
-        if self.configs.has_configs(channel.run_id):
-            self.follow(channel, channel.last_id)
-        elif channel.last_id > 0 and self._group is not None:
-            # a resumed task: another replica may have registered a webhook since this
-            # one loaded the configs (a new run has none yet: nothing to read for it)
+        for task_id in [t for t, seen in self._running_here.items() if not seen.active]:
+            del self._running_here[task_id]
+        self._running_here[channel.run_id] = channel
+        if channel.last_id > 0 and self._group is not None:
+            # a resumed task: another replica may have changed its webhooks since this
+            # one read them (a new run has none yet: nothing to read for it)
             self._group.start_soon(self._follow_if_configured, channel, channel.last_id)
+        elif self.configs.has_configs(channel.run_id):
+            self.follow(channel, channel.last_id)
+
+    def _configs_changed(self, context: str, task_id: str) -> None:
+        """A replica wrote the task's configs: read them again if they matter here."""
+        del context
+        here = self._running_here.get(task_id)
+        if here is not None and not here.active:
+            del self._running_here[task_id]
+            here = None
+        if self._group is not None and (here is not None or self.configs.cached(task_id)):
+            self._group.start_soon(self._reread, task_id, here)
+
+    async def _reread(self, task_id: str, here: RunStream | None) -> None:
+        try:
+            configured = await self.configs.refresh(task_id)
+        except AgentkeelError as exc:
+            logger.warning("task=<%s> | could not read push configs: %s", task_id, exc)
+            return
+        if configured and here is not None and here.active:
+            self.follow(here, here.last_id)
+
+    def follow_live(self, channel: RunStream) -> None:
+        """Deliver the running segment's updates from here on, from the replica running it.
+
+        A segment running on another replica is left to it (the config's write was
+        announced to it), unless the fan-out cannot announce.
+        """
+        if isinstance(channel, RemoteRunChannel) and self.configs.changed is not None:
+            return
+        self.follow(channel, channel.last_id)
 
     async def _follow_if_configured(self, channel: RunStream, after: int) -> None:
         try:
@@ -109,8 +162,8 @@ class PushDelivery:
     def follow(self, channel: RunStream, after: int) -> None:
         """Deliver the updates of `channel`'s segment after frame `after` (once per segment)."""
         mark = (channel.run_id, after)
-        if self._group is None or mark in self._following:
-            return
+        if self._group is None or any(task == channel.run_id for task, _ in self._following):
+            return  # one follower per task: it runs to the end of the segment
         self._following.add(mark)
         self._group.start_soon(self._deliver, channel, after, mark)
 

@@ -121,6 +121,8 @@ class StoredPushConfigs(PushNotificationConfigStore):
         self.storage = storage
         self.index = SessionKey(definition=PUSH_INDEX_DEFINITION, context_id=definition)
         self._cache: dict[str, tuple[str | None, list[TaskPushNotificationConfig]]] = {}
+        self.changed: Callable[[str], None] | None = None
+        """Told the task id after each write (the delivery announces it to the replicas)."""
 
     async def load(self) -> set[str]:
         """Read every stored config (at start); the ids of the tasks that have some."""
@@ -150,6 +152,8 @@ class StoredPushConfigs(PushNotificationConfigStore):
         )
         await self.storage.put_run(self.index, record)
         self._cache[task_id] = (owner, configs)
+        if self.changed is not None:
+            self.changed(task_id)
 
     async def refresh(self, task_id: str) -> bool:
         """Whether the task has configs, read from storage again.
@@ -159,6 +163,10 @@ class StoredPushConfigs(PushNotificationConfigStore):
         decoded = _decode(await self.storage.get_run(self.index, task_id))
         self._cache[task_id] = decoded or (None, [])
         return bool(self._cache[task_id][1])
+
+    def cached(self, task_id: str) -> bool:
+        """Whether this process keeps a copy of the task's configs (no I/O)."""
+        return task_id in self._cache
 
     def has_configs(self, task_id: str) -> bool:
         """Whether `task_id` has a webhook, as far as this process knows (no I/O)."""

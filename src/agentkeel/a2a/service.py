@@ -99,7 +99,7 @@ class A2AService(AgentRequestHandler):
         key = self.executor.key(principal, record.context_id)
         channel = await self.executor.live(key, record.task_id)
         if channel is not None:  # running now: its updates from here on
-            self.delivery.follow(channel, channel.last_id)
+            self.delivery.follow_live(channel)
         return stored
 
     async def on_get_task_push_notification_config(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
 
 from agentkeel.errors import AgentkeelError
 from agentkeel.messages import JSONObject
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentkeel.runtime.channels import Frame
 
 __all__ = [
+    "Announcements",
     "Coordination",
     "IdempotencyScope",
     "IdempotencyStore",
@@ -205,6 +206,29 @@ class StreamFanout(Protocol):
 
     def sweep(self) -> int:
         """Forget what outlived its retention; returns how many runs went."""
+        ...
+
+
+@runtime_checkable
+class Announcements(Protocol):
+    """What a shared fan-out adds: a word about a run, heard by every replica.
+
+    Best effort (a replica whose listening connection was down misses it): every
+    listener keeps a fallback of its own. A fan-out kept in one process has no
+    replicas to tell, and does not offer it.
+    """
+
+    def announce(self, topic: str, key: SessionKey, run_id: str) -> None:
+        """Tell every replica, this one too, `topic` about the run."""
+        ...
+
+    def on_announcement(
+        self, topic: str, listener: Callable[[str, str], None]
+    ) -> Callable[[], None]:
+        """Call `listener` for each announcement of `topic`; returns what stops it.
+
+        The listener gets the run's context as one string and the run's id.
+        """
         ...
 
 

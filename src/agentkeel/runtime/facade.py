@@ -16,7 +16,7 @@ from agentkeel.framework import Framework
 from agentkeel.hooks.events import HookEvent
 from agentkeel.hooks.registry import HookCallback
 from agentkeel.messages import JSONValue, Message
-from agentkeel.runtime.coordination import RunStream
+from agentkeel.runtime.coordination import Announcements, RunStream
 from agentkeel.runtime.wire import SendRequest
 from agentkeel.storage.base import RunRecord, SessionKey
 
@@ -33,6 +33,11 @@ class RunFacade(Protocol):
     @property
     def framework(self) -> Framework:
         """The definitions and settings served (a binding builds its routes from them)."""
+        ...
+
+    @property
+    def announcements(self) -> Announcements | None:
+        """Words about runs to every replica (None: one process, nobody else to tell)."""
         ...
 
     @property

@@ -6,8 +6,8 @@ run's last is skipped, so a second writer adds nothing. The writer sends each ba
 one transaction and notifies the frames channel once per batch, never once per token;
 a follower on another replica waits for that notification (or a short timeout, so a
 lost notification costs a fraction of a second) and reads what follows its last id.
-A segment's start is notified on the same channel, for the requests waiting for a
-suspended run to resume elsewhere.
+Announcements (a segment's start, for the requests waiting for a suspended run to
+resume elsewhere, ...) are notified on the same channel, once per batch too.
 Rows carry their expiry (``retention.events``) and are swept by the writer.
 """
 
@@ -20,11 +20,17 @@ from contextlib import asynccontextmanager
 import anyio
 
 from agentkeel.keys import SessionKey
-from agentkeel.messages import JSONObject
+from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.pg_notify import PgNotifier
 from agentkeel.runtime.remote_channel import frame_of
-from agentkeel.runtime.shared_streams import FrameWrite, SharedStreams, Write, context_name
+from agentkeel.runtime.shared_streams import (
+    AnnounceWrite,
+    FrameWrite,
+    SharedStreams,
+    Write,
+    context_name,
+)
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.postgres_pool import PostgresPool
 
@@ -63,7 +69,7 @@ class PgStreams(SharedStreams):
         self._arrived: dict[str, set[anyio.Event]] = {}
         self._swept_at = 0.0
         self.notifier.on("frames", self._on_frames)
-        self.notifier.on("segment", self._on_segment)
+        self.notifier.on("announce", self._on_announce)
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
@@ -94,10 +100,12 @@ class PgStreams(SharedStreams):
     async def send_batch(self, writes: list[Write]) -> None:
         """One transaction, then one NOTIFY naming the runs that got frames."""
         streams: set[str] = set()
-        starts: list[list[str]] = []
+        announced: list[JSONValue] = []
         async with self.pool._connection() as conn, conn.transaction():
             for write in writes:
-                if isinstance(write, FrameWrite):
+                if isinstance(write, AnnounceWrite):
+                    announced.append(list(write.encoded()))
+                elif isinstance(write, FrameWrite):
                     name = self.stream_name(write.key, write.run_id)
                     streams.add(name)
                     await conn.execute(
@@ -130,13 +138,11 @@ class PgStreams(SharedStreams):
                         ),
                         (context_name(write.key), write.value, write.ttl, write.ttl),
                     )
-                    if write.starts and write.run_id is not None:
-                        starts.append([context_name(write.key), write.run_id])
             if streams:
                 payload = json.dumps({"t": "frames", "s": sorted(streams)})
                 await conn.execute("SELECT pg_notify(%s, %s)", (self.notifier.channel, payload))
-            if starts:
-                payload = json.dumps({"t": "segment", "s": starts})
+            if announced:
+                payload = json.dumps({"t": "announce", "s": announced})
                 await conn.execute("SELECT pg_notify(%s, %s)", (self.notifier.channel, payload))
             if anyio.current_time() - self._swept_at > _SWEEP_SECONDS:
                 self._swept_at = anyio.current_time()
@@ -186,11 +192,10 @@ class PgStreams(SharedStreams):
         """A follower's reader: woken by the frames channel."""
         return _PgReader(self, self.stream_name(key, run_id))
 
-    def _on_segment(self, payload: JSONObject) -> None:
-        started = payload.get("s")
-        for item in started if isinstance(started, list) else ():
-            if isinstance(item, list) and len(item) == 2:
-                self.segment_started(str(item[0]), str(item[1]))
+    def _on_announce(self, payload: JSONObject) -> None:
+        announced = payload.get("s")
+        for item in announced if isinstance(announced, list) else ():
+            self.heard(item)
 
     def _on_frames(self, payload: JSONObject) -> None:
         names = payload.get("s")

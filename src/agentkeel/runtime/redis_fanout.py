@@ -6,9 +6,10 @@ its lease) is refused by Redis itself. The writer sends each batch as one pipeli
 one command per frame, plus the pointer at a segment's start and end and once a second
 (`SharedStreams` has the rest). Streams and pointers expire after
 ``retention.events``. A follower on another replica reads with ``XREAD BLOCK`` on a
-connection of its own. A segment's start is also ``PUBLISH``ed on the deployment's
-segments channel, which each replica listens to on one pub/sub connection (reopened
-after a loss; what was published meanwhile is covered by the waiters' own reads).
+connection of its own. Announcements (a segment's start, ...) are ``PUBLISH``ed on
+the deployment's announce channel, which each replica listens to on one pub/sub
+connection (reopened after a loss; what was published meanwhile is lost, and every
+listener has a fallback of its own).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from agentkeel.keys import SessionKey
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.remote_channel import frame_of
 from agentkeel.runtime.shared_streams import (
+    AnnounceWrite,
     FrameWrite,
     SharedRunChannel,
     SharedStreams,
@@ -84,21 +86,21 @@ class RedisStreams(SharedStreams):
             await redis.aclose()
 
     @property
-    def segments_channel(self) -> str:
-        """Where segments' starts are published."""
-        return f"{self.prefix}segments"
+    def announce_channel(self) -> str:
+        """Where announcements are published."""
+        return f"{self.prefix}announce"
 
     async def _listen_forever(self) -> None:
         while True:
             client = Redis.from_url(self.url, single_connection_client=True)
             try:
                 async with client.pubsub() as pubsub:
-                    await pubsub.subscribe(self.segments_channel)
+                    await pubsub.subscribe(self.announce_channel)
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             self._heard(message.get("data"))
             except (RedisError, OSError) as exc:
-                logger.debug("redis | the segments listener reconnects: %s", exc)
+                logger.debug("redis | the announce listener reconnects: %s", exc)
             finally:
                 with contextlib.suppress(RedisError, OSError):
                     await client.aclose()
@@ -106,10 +108,10 @@ class RedisStreams(SharedStreams):
 
     def _heard(self, data: object) -> None:
         try:
-            context, run_id = json.loads(data)  # type: ignore[arg-type]
+            announced = json.loads(data)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return
-        self.segment_started(str(context), str(run_id))
+        self.heard(announced)
 
     @property
     def redis(self) -> Redis:
@@ -134,7 +136,9 @@ class RedisStreams(SharedStreams):
         """One pipeline; a refused ``XADD`` (a lower id: a second writer) is only logged."""
         async with self.redis.pipeline(transaction=False) as pipe:
             for write in writes:
-                if isinstance(write, FrameWrite):
+                if isinstance(write, AnnounceWrite):
+                    pipe.publish(self.announce_channel, json.dumps(write.encoded()))
+                elif isinstance(write, FrameWrite):
                     stream = self.stream_key(write.key, write.run_id)
                     pipe.xadd(stream, {"e": write.frame.encoded}, id=f"{write.frame.id}-0")
                 elif write.value is None:
@@ -143,9 +147,6 @@ class RedisStreams(SharedStreams):
                     pipe.set(self.pointer_key(write.key), write.value, ex=write.ttl)
                     if write.ttl is not None and write.run_id is not None:
                         pipe.expire(self.stream_key(write.key, write.run_id), write.ttl)
-                    if write.starts and write.run_id is not None:
-                        started = json.dumps([context_name(write.key), write.run_id])
-                        pipe.publish(self.segments_channel, started)
             results = await pipe.execute(raise_on_error=False)
         for result in results:
             if isinstance(result, Exception):

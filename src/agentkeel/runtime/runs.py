@@ -46,6 +46,7 @@ from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
 from agentkeel.runtime.control import cancel_context, preempt
 from agentkeel.runtime.coordination import (
+    Announcements,
     Coordination,
     IdempotencyScope,
     RunStream,
@@ -110,6 +111,8 @@ class ServerRuntime:
             on_built=self._built,
         )
         self.streams = self.coordination.fanout
+        fanout = self.streams
+        self.announcements = fanout if isinstance(fanout, Announcements) else None
         self.metrics.cached_contexts.read = lambda: float(len(self.cache))
         self.metrics.queued_turns.read = lambda: float(self.cache.queued_turns)
         self.turns = TurnRunner(

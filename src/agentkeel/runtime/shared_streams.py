@@ -14,10 +14,12 @@ in storage at the end of every segment, before its done frame is published, so a
 reconnect works after the backend forgot them, and a follower that meets a gap in
 the ids finishes from storage.
 
-A segment's start is also announced (Redis ``PUBLISH``, PostgreSQL ``NOTIFY``), so a
-request waiting for a suspended run to resume on another replica (`next_segment`)
-wakes at once; it still reads the pointer once a second, since an announcement made
-while the listening connection was down is lost.
+A segment's start is also announced to every replica (Redis ``PUBLISH``, PostgreSQL
+``NOTIFY``: `announce`, heard through `on_announcement`), so a request waiting for a
+suspended run to resume on another replica (`next_segment`) wakes at once; it still
+reads the pointer once a second, since an announcement made while the listening
+connection was down is lost. Bindings announce their own topics the same way (A2A: a
+task's push configs changed, for the replica running it).
 
 Losing the backend loses no turn: the writer drops what it cannot send (and says so
 in `degraded`), the run goes on and commits, and followers elsewhere finish from
@@ -43,7 +45,14 @@ from agentkeel.runtime.coordination import RunStream
 from agentkeel.runtime.remote_channel import FrameReader, RemoteRunChannel
 from agentkeel.storage.base import SessionStorage
 
-__all__ = ["FrameWrite", "PointerWrite", "SharedRunChannel", "SharedStreams", "Write"]
+__all__ = [
+    "AnnounceWrite",
+    "FrameWrite",
+    "PointerWrite",
+    "SharedRunChannel",
+    "SharedStreams",
+    "Write",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +80,26 @@ class PointerWrite:
     run_id: str | None
     value: str | None
     ttl: int | None
-    starts: bool = False
-    """A segment of `run_id` starts: the backend announces it to every replica."""
 
 
-Write = FrameWrite | PointerWrite
+@dataclass(frozen=True, slots=True)
+class AnnounceWrite:
+    """Tell every replica (this one too) `topic` about a run: ``[topic, context, run]``."""
+
+    topic: str
+    context: str
+    """`context_name` of the run's key."""
+    run_id: str
+
+    def encoded(self) -> list[str]:
+        """What a backend carries."""
+        return [self.topic, self.context, self.run_id]
+
+
+Write = FrameWrite | PointerWrite | AnnounceWrite
+Heard = Callable[[str, str], None]
+"""An announcement's listener: (`context_name` of the run's key, the run id)."""
+SEGMENT_TOPIC = "segment"
 
 
 class SharedRunChannel(RunChannel):
@@ -122,6 +146,7 @@ class SharedStreams:
         self._done = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._segment_waiters: dict[tuple[str, str], set[anyio.Event]] = {}
+        self._listeners: dict[str, list[Heard]] = {}
 
     # -- what a backend provides -------------------------------------------------------
 
@@ -150,13 +175,32 @@ class SharedStreams:
         """Raise unless the backend answers now."""
         raise NotImplementedError
 
-    def segment_started(self, context: str, run_id: str) -> None:
-        """A backend heard that a segment of `run_id` started, on any replica.
+    def heard(self, announced: object) -> None:
+        """A backend heard an announcement (`AnnounceWrite.encoded`), from any replica."""
+        if not (
+            isinstance(announced, list)
+            and len(announced) == 3
+            and all(isinstance(part, str) for part in announced)
+        ):
+            return
+        topic, context, run_id = announced
+        if topic == SEGMENT_TOPIC:
+            for event in self._segment_waiters.get((context, run_id), ()):
+                event.set()
+        for listener in list(self._listeners.get(topic, ())):
+            try:
+                listener(context, run_id)
+            except Exception:
+                logger.exception("%s | a listener of %r failed", self.backend, topic)
 
-        Wakes its waiters; `context` is `context_name` of its key.
-        """
-        for event in self._segment_waiters.get((context, run_id), ()):
-            event.set()
+    def announce(self, topic: str, key: SessionKey, run_id: str) -> None:
+        """Tell every replica `topic` about the run (sent with the next batch)."""
+        self._queue(AnnounceWrite(topic, context_name(key), run_id))
+
+    def on_announcement(self, topic: str, listener: Heard) -> Callable[[], None]:
+        """Call `listener` for each announcement of `topic`; returns what stops it."""
+        self._listeners.setdefault(topic, []).append(listener)
+        return lambda: self._listeners.get(topic, []).remove(listener)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -254,7 +298,8 @@ class SharedStreams:
             stream.pointer_at = time.monotonic()
             ttl = _seconds(self.retention, running=True)
             pointer = _pointer(stream, active=True)
-            self._queue(PointerWrite(stream.key, stream.run_id, pointer, ttl, starts=True))
+            self._queue(PointerWrite(stream.key, stream.run_id, pointer, ttl))
+            self.announce(SEGMENT_TOPIC, stream.key, stream.run_id)
 
     def on_segment(self, listener: Callable[[RunStream], None]) -> Callable[[], None]:
         """Call `listener` as each segment of a run starts here."""
