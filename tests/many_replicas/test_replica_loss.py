@@ -16,8 +16,8 @@ import anyio
 import httpx
 import pytest
 
-from e2e import ServerProcess, tool_runs
-from many_replicas.cluster import Cluster
+from e2e import ServerProcess, frames_of, tool_runs
+from many_replicas.cluster import AGENT, Cluster
 from many_replicas.conftest import _own_copy, cluster_framework
 from many_replicas.test_replicas import _history
 
@@ -99,3 +99,39 @@ async def _wait_for(cluster: Cluster, count: str) -> None:
             await anyio.sleep(0.05)
     finally:
         await storage.close()
+
+
+async def test_a_started_turn_of_a_killed_replica_is_reported_failed(three: Cluster) -> None:
+    """A's stream started (acknowledged), then A dies: the retry with its key answers the
+    run failed, the next turn (on B) records it failed, and the history never has it."""
+    dying = three.servers[0]
+    first, second, third = three.urls
+    body = {"message": "pause 60", "contextId": "gone"}
+    headers = {"Idempotency-Key": "started-1"}
+    with anyio.fail_after(90):
+        async with (
+            httpx.AsyncClient(base_url=first, timeout=30) as client,
+            client.stream("POST", f"/agents/{AGENT}/stream", json=body, headers=headers) as started,
+        ):
+            assert started.status_code == 200
+            async for frame in frames_of(started):
+                if not frame.done and frame.event["type"] == "tool_call":
+                    run_id = str(frame.data["runId"])
+                    assert dying.kill() < 0
+                    break
+        retry = await three.send(third, body, headers)
+        after = await three.send(second, {"message": "history", "contextId": "gone"})
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["runId"] == run_id and retry.json()["status"] == "failed"
+    assert retry.json()["error"]["code"] == "concurrent_write"
+    assert after.status_code == 200, after.text
+    assert after.json()["text"] == "history"
+    storage = three.storage()
+    await storage.open()
+    try:
+        record = await storage.get_run(three.key("gone"), run_id)
+    finally:
+        await storage.close()
+    assert record is not None and record.status == "failed"
+    assert record.error is not None and record.error.code == "concurrent_write"
+    assert await _history(three, "gone") == ["history"]

@@ -67,6 +67,9 @@ class LeaseGrant:
     fence: int
     ttl: float | None
     """Seconds the grant lasts unrenewed (None: until released)."""
+    taken_over: bool = False
+    """The context was still held, past its expiry: its last holder died (or was paused)
+    with a run it never ended."""
 
 
 class RunLease(Protocol):

@@ -12,8 +12,9 @@ The owner also beats in the claim (a counter, once a second) until its turn fini
 retry that sees the claim unchanged for `STALE_SECONDS` knows its owner died: before
 the turn started (it waited in line), the retry takes the claim over and runs the turn
 itself (`ClaimAbandoned`); after it started, the turn was lost with its replica (the
-context's next holder rolls it back), and the retry answers it ``failed``
-(``concurrent_write``), so it can be sent again. An owner whose claim was taken over
+context's next holder records it failed, `agentkeel.runtime.lost_runs`), and the retry
+answers it ``failed`` (``concurrent_write``), a stream with that done frame alone, so
+it can be sent again. An owner whose claim was taken over
 while it was paused finds that out when its lease comes, and does not run the turn.
 """
 
@@ -28,9 +29,9 @@ from agentkeel.errors import AgentkeelError, RunInProgressError
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject
 from agentkeel.runtime.coordination import StreamFanout
+from agentkeel.runtime.lost_runs import lost_channel, lost_result
 from agentkeel.runtime.shared_claims import ClaimAbandoned, Read, Update
 from agentkeel.runtime.turns import RunJob
-from agentkeel.runtime.wire import failed_done_frame
 
 __all__ = ["BEAT_SECONDS", "STALE_SECONDS", "RunJobClaims"]
 
@@ -38,10 +39,6 @@ BEAT_SECONDS = 1.0
 """How often the owner of a claimed turn says it is alive."""
 STALE_SECONDS = 5.0
 """A claim unchanged for this long has lost its owner (its process died)."""
-LOST_RUN = (
-    "the server running this turn stopped before the turn was saved, so nothing of it "
-    "was saved; send it again"
-)
 _POLL_SECONDS = 0.05
 _START_SECONDS = 120.0
 """How long a retry waits for the first request's turn to start (it may wait in line)."""
@@ -72,11 +69,13 @@ class RunJobClaims:
             return await update({"beat": beats})
 
         run.still_claimed = beat
+        written = run.claim_written = anyio.Event()
         async with anyio.create_task_group() as group:
             group.start_soon(self._beat, run, beat)
             try:
-                await self._report(run, update)
+                await self._report(run, update, written)
             finally:
+                written.set()
                 group.cancel_scope.cancel()
 
     @staticmethod
@@ -87,7 +86,7 @@ class RunJobClaims:
                 return  # taken over (or forgotten): nothing more to say in it
 
     @staticmethod
-    async def _report(run: RunJob, update: Update) -> None:
+    async def _report(run: RunJob, update: Update, written: anyio.Event) -> None:
         await run.started.wait()
         if run.error is not None:
             code = getattr(run.error, "code", "internal_error")
@@ -97,6 +96,7 @@ class RunJobClaims:
         if channel is None:
             return
         await update({"run": channel.run_id, "after": run.start_after})
+        written.set()
         await run.finished.wait()
         await update({"result": run.result})
 
@@ -129,6 +129,11 @@ class RunJobClaims:
                         return
                     if "run" in stored:
                         run_id, after = str(stored["run"]), stored.get("after")
+                        if "result" not in stored and watch.stale(stored):
+                            job.channel = lost_channel(context, run_id)  # died mid-run
+                            job.result = lost_result(context.context_id, run_id)
+                            job.finished.set()
+                            return
                         stream = await self.fanout.latest(context)
                         if stream is not None and stream.run_id == run_id:
                             job.channel = stream
@@ -160,7 +165,7 @@ class RunJobClaims:
                     job.result = result
                     break
                 if watch.stale(stored) and job.channel is not None:
-                    job.result = _lost(job.key.context_id, job.channel.run_id)
+                    job.result = lost_result(job.key.context_id, job.channel.run_id)
                     break
                 await anyio.sleep(_POLL_SECONDS)
         finally:
@@ -180,12 +185,6 @@ class _Staleness:
             self.value, self.since = stored, now
             return False
         return now - self.since >= STALE_SECONDS
-
-
-def _lost(context_id: str, run_id: str) -> JSONObject:
-    """The SendResult of a started turn whose replica died before saving it."""
-    frame = failed_done_frame(context_id, run_id, "concurrent_write", LOST_RUN)
-    return {key: value for key, value in frame.items() if key != "done"}
 
 
 def _error(code: str, message: str) -> AgentkeelError:

@@ -137,12 +137,12 @@ class PostgresRunLease:
         then by the ticket's sequence number.
         """
         if not wait:
-            fence = await self._try(key, None, ttl)
-            if fence is None:
+            won = await self._try(key, None, ttl)
+            if won is None:
                 raise RunInProgressError(
                     f"context {key.context_id} is running a turn; try again when it ends"
                 )
-            return self._granted(key, fence, ttl, on_cancel)
+            return self._granted(won, on_cancel)
         # every caller takes a ticket, even for a free context: a shortcut past the line
         # would let a later caller overtake one that is inserting its ticket
         ticket = await self._join(key, time.time())
@@ -151,9 +151,9 @@ class PostgresRunLease:
         try:
             refreshed = anyio.current_time()
             while True:
-                fence = await self._try(key, ticket, ttl)
-                if fence is not None:
-                    return self._granted(key, fence, ttl, on_cancel)
+                won = await self._try(key, ticket, ttl)
+                if won is not None:
+                    return self._granted(won, on_cancel)
                 with anyio.move_on_after(_POLL_SECONDS * 4):
                     await woken.wait()
                 woken = self._rewake(key, woken)
@@ -278,8 +278,10 @@ class PostgresRunLease:
                 "SELECT pg_notify(%s, %s)", (self.notifier.channel, _payload("free", key))
             )
 
-    async def _try(self, key: SessionKey, ticket: int | None, ttl: float | None) -> int | None:
-        """One attempt, one statement: the new fence, or None (held, or not our turn).
+    async def _try(
+        self, key: SessionKey, ticket: int | None, ttl: float | None
+    ) -> LeaseGrant | None:
+        """One attempt, one statement: the grant, or None (held, or not our turn).
 
         Without a ticket it takes only a free context that nobody waits for. The upsert
         locks the context's row, and its ``WHERE`` is checked again on the row's latest
@@ -298,7 +300,8 @@ class PostgresRunLease:
             "WITH head AS (SELECT ticket FROM {s}.lease_line l WHERE l.principal = %(p)s"
             " AND l.definition = %(d)s AND l.context_id = %(c)s"
             " AND l.seen_at > clock_timestamp() - %(stale)s * interval '1 second'"
-            " ORDER BY l.arrived, l.ticket LIMIT 1),"
+            " ORDER BY l.arrived, l.ticket LIMIT 1), prior AS (SELECT held FROM {s}.lease_rows"
+            " WHERE principal = %(p)s AND definition = %(d)s AND context_id = %(c)s),"
             " granted AS (INSERT INTO {s}.lease_rows AS r"
             " (principal, definition, context_id, fence, held, expires_at)"
             " SELECT %(p)s, %(d)s, %(c)s, 1, true, CASE WHEN %(ttl)s::float8 IS NULL THEN NULL"
@@ -311,16 +314,15 @@ class PostgresRunLease:
             " RETURNING r.fence),"
             " gone AS (DELETE FROM {s}.lease_line WHERE ticket = %(ticket)s::bigint"
             " AND EXISTS (SELECT 1 FROM granted))"
-            " SELECT fence FROM granted",
+            " SELECT fence, coalesce((SELECT held FROM prior), false) FROM granted",
             params,
         )
-        return None if row is None else int(str(row[0]))
+        if row is None:
+            return None
+        return LeaseGrant(key=key, fence=int(str(row[0])), ttl=ttl, taken_over=row[1] is True)
 
-    def _granted(
-        self, key: SessionKey, fence: int, ttl: float | None, on_cancel: CancelHandler | None
-    ) -> LeaseGrant:
-        grant = LeaseGrant(key=key, fence=fence, ttl=ttl)
-        self._held[key] = _Held(grant, on_cancel)
+    def _granted(self, grant: LeaseGrant, on_cancel: CancelHandler | None) -> LeaseGrant:
+        self._held[grant.key] = _Held(grant, on_cancel)
         return grant
 
     def _rewake(self, key: SessionKey, woken: anyio.Event) -> anyio.Event:

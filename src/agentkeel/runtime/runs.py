@@ -33,9 +33,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from agentkeel.errors import (
-    ContextNotFoundError,
-)
+from agentkeel.errors import ContextNotFoundError
 from agentkeel.framework import Framework
 from agentkeel.hooks.events import HookEvent
 from agentkeel.hooks.registry import HookCallback
@@ -245,11 +243,12 @@ class ServerRuntime:
                 raise job.error
             return job, False
         try:
-            return await self._submit(job, request), True
+            await self._submit(job, request)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await claims.release(scope, job)  # it never ran: a retry may run it anew
             raise
+        return job, True
 
     async def _submit(self, job: RunJob, request: SendRequest) -> RunJob:
         """Start `job`; what stops it before its run starts is raised (and told to waiters)."""
@@ -291,6 +290,7 @@ class ServerRuntime:
         await job.started.wait()
         if job.error is not None:
             raise job.error
+        await self.turns.acknowledged(job)
         return job
 
     def on_delete(self, forget: Callable[[SessionKey], Awaitable[None]]) -> None:

@@ -37,6 +37,7 @@ from agentkeel.runtime.contexts import ContextCache, ContextEntry
 from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, StreamFanout
 from agentkeel.runtime.errors import ShuttingDownError
 from agentkeel.runtime.fencing import fence_commits
+from agentkeel.runtime.lost_runs import record_lost_run
 from agentkeel.runtime.metrics import ServerMetrics
 from agentkeel.runtime.wire import (
     SendRequest,
@@ -53,6 +54,7 @@ __all__ = ["RunJob", "TurnRunner"]
 logger = logging.getLogger(__name__)
 
 _CANCEL_RETRY_SECONDS = 0.01
+_ACKNOWLEDGE_SECONDS = 2.0
 
 
 @dataclass(eq=False, slots=True)
@@ -82,6 +84,9 @@ class RunJob:
     still_claimed: Callable[[], Awaitable[bool]] | None = None
     """Whether its shared Idempotency-Key claim is still this turn's (None: no claim);
     asked once the lease came, since a retry elsewhere may have taken it over."""
+    claim_written: anyio.Event | None = None
+    """Set once the shared claim names the started run (None: no shared claim); the
+    request is answered after it, so that a retry elsewhere finds what it acknowledged."""
 
 
 class TurnRunner:
@@ -157,6 +162,21 @@ class TurnRunner:
         while channel.active and not _cancel(entry, drop):
             await anyio.sleep(_CANCEL_RETRY_SECONDS)
 
+    async def acknowledged(self, job: RunJob) -> None:
+        """Wait (briefly) until what a started turn's answer acknowledges is shared.
+
+        The run's pointer and first frames reach the fan-out, and its shared claim names
+        the run, before the request is answered: if this replica dies right after, the
+        context's next holder finds the run to record it failed, and a retry with the
+        Idempotency-Key finds it in the claim (`agentkeel.runtime.lost_runs`).
+        """
+        flush = getattr(self.streams, "flush", None)
+        with anyio.move_on_after(_ACKNOWLEDGE_SECONDS):
+            if callable(flush):
+                await flush()
+            if job.claim_written is not None:
+                await job.claim_written.wait()
+
     # -- running a turn -----------------------------------------------------------------
 
     async def execute(self, job: RunJob, entry: ContextEntry, request: SendRequest) -> None:
@@ -169,12 +189,7 @@ class TurnRunner:
                     ttl=self.coordination.lease_ttl,
                     on_cancel=partial(self.cancel_requested, job, entry),
                 )
-            if self.draining:
-                raise ShuttingDownError("the server is shutting down and takes no new turns")
-            if job.still_claimed is not None and not await job.still_claimed():
-                raise RunInProgressError(
-                    "a retry with this Idempotency-Key runs the turn on another server"
-                )
+            await self._admit(job, job.grant)
             fence = job.grant.fence if self.coordination.fenced else None
             fence_commits(entry.agent, fence)
             renewal = anyio.CancelScope()
@@ -217,6 +232,17 @@ class TurnRunner:
                 channel.append(channel.next_frame(data))
                 job.result = job.result or _without_done(data)
             job.finished.set()
+
+    async def _admit(self, job: RunJob, grant: LeaseGrant) -> None:
+        """The lease came: check that the turn may still run; record a dead holder's run."""
+        if self.draining:
+            raise ShuttingDownError("the server is shutting down and takes no new turns")
+        if job.still_claimed is not None and not await job.still_claimed():
+            raise RunInProgressError(
+                "a retry with this Idempotency-Key runs the turn on another server"
+            )
+        if grant.taken_over:  # its last holder died: say what became of its run
+            await record_lost_run(self.streams, self.cache.storage, job.key)
 
     def _action(
         self, entry: ContextEntry, request: SendRequest
