@@ -21,11 +21,11 @@ import anyio
 
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject, JSONValue
+from agentkeel.runtime.announcements import AnnounceWrite
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.pg_notify import PgNotifier
 from agentkeel.runtime.remote_channel import frame_of
 from agentkeel.runtime.shared_streams import (
-    AnnounceWrite,
     FrameWrite,
     SharedStreams,
     Write,
@@ -195,7 +195,7 @@ class PgStreams(SharedStreams):
     def _on_announce(self, payload: JSONObject) -> None:
         announced = payload.get("s")
         for item in announced if isinstance(announced, list) else ():
-            self.heard(item)
+            self.announced.heard(item)
 
     def _on_frames(self, payload: JSONObject) -> None:
         names = payload.get("s")

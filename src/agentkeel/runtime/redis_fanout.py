@@ -26,10 +26,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agentkeel.keys import SessionKey
+from agentkeel.runtime.announcements import AnnounceWrite
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.remote_channel import frame_of
 from agentkeel.runtime.shared_streams import (
-    AnnounceWrite,
     FrameWrite,
     SharedRunChannel,
     SharedStreams,
@@ -111,7 +111,7 @@ class RedisStreams(SharedStreams):
             announced = json.loads(data)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return
-        self.heard(announced)
+        self.announced.heard(announced)
 
     @property
     def redis(self) -> Redis:

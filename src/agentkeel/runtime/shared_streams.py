@@ -40,13 +40,13 @@ from dataclasses import dataclass
 import anyio
 
 from agentkeel.keys import SessionKey
+from agentkeel.runtime.announcements import SEGMENT_TOPIC, Announced, AnnounceWrite, Heard
 from agentkeel.runtime.channels import Frame, RetainedStreams, RunChannel
 from agentkeel.runtime.coordination import RunStream
 from agentkeel.runtime.remote_channel import FrameReader, RemoteRunChannel
 from agentkeel.storage.base import SessionStorage
 
 __all__ = [
-    "AnnounceWrite",
     "FrameWrite",
     "PointerWrite",
     "SharedRunChannel",
@@ -56,8 +56,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_RECHECK_SECONDS = 1.0
-"""How often a wait for a segment reads the pointer anyway (a lost announcement)."""
 _POINTER_REFRESH_SECONDS = 1.0
 _COALESCE_SECONDS = 0.005
 
@@ -82,24 +80,7 @@ class PointerWrite:
     ttl: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class AnnounceWrite:
-    """Tell every replica (this one too) `topic` about a run: ``[topic, context, run]``."""
-
-    topic: str
-    context: str
-    """`context_name` of the run's key."""
-    run_id: str
-
-    def encoded(self) -> list[str]:
-        """What a backend carries."""
-        return [self.topic, self.context, self.run_id]
-
-
 Write = FrameWrite | PointerWrite | AnnounceWrite
-Heard = Callable[[str, str], None]
-"""An announcement's listener: (`context_name` of the run's key, the run id)."""
-SEGMENT_TOPIC = "segment"
 
 
 class SharedRunChannel(RunChannel):
@@ -145,8 +126,8 @@ class SharedStreams:
         self._wake = asyncio.Event()
         self._done = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
-        self._segment_waiters: dict[tuple[str, str], set[anyio.Event]] = {}
-        self._listeners: dict[str, list[Heard]] = {}
+        self.announced = Announced()
+        """What this replica heard announced (a backend hands it every announcement)."""
 
     # -- what a backend provides -------------------------------------------------------
 
@@ -175,32 +156,13 @@ class SharedStreams:
         """Raise unless the backend answers now."""
         raise NotImplementedError
 
-    def heard(self, announced: object) -> None:
-        """A backend heard an announcement (`AnnounceWrite.encoded`), from any replica."""
-        if not (
-            isinstance(announced, list)
-            and len(announced) == 3
-            and all(isinstance(part, str) for part in announced)
-        ):
-            return
-        topic, context, run_id = announced
-        if topic == SEGMENT_TOPIC:
-            for event in self._segment_waiters.get((context, run_id), ()):
-                event.set()
-        for listener in list(self._listeners.get(topic, ())):
-            try:
-                listener(context, run_id)
-            except Exception:
-                logger.exception("%s | a listener of %r failed", self.backend, topic)
-
     def announce(self, topic: str, key: SessionKey, run_id: str) -> None:
         """Tell every replica `topic` about the run (sent with the next batch)."""
         self._queue(AnnounceWrite(topic, context_name(key), run_id))
 
     def on_announcement(self, topic: str, listener: Heard) -> Callable[[], None]:
         """Call `listener` for each announcement of `topic`; returns what stops it."""
-        self._listeners.setdefault(topic, []).append(listener)
-        return lambda: self._listeners.get(topic, []).remove(listener)
+        return self.announced.on(topic, listener)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -354,33 +316,18 @@ class SharedStreams:
     async def next_segment(self, key: SessionKey, run_id: str, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a segment of `run_id` to run, on any replica.
 
-        Woken by the backend's announcement of the segment; the pointer is read first
-        (the segment may already run) and then once a second.
+        Woken by the segment's announcement; the pointer is read first (the segment may
+        already run), then once a second.
         """
-        name = (context_name(key), run_id)
-        waiters = self._segment_waiters.setdefault(name, set())
-        event = anyio.Event()
-        waiters.add(event)
-        try:
-            with anyio.move_on_after(timeout):
-                while True:
-                    try:
-                        pointer = _decode(await self.read_pointer(key))
-                    except Exception:
-                        pointer = None
-                    if pointer is not None and pointer[0] == run_id and pointer[1]:
-                        return True
-                    with anyio.move_on_after(_SEGMENT_RECHECK_SECONDS):
-                        await event.wait()
-                    if event.is_set():
-                        waiters.discard(event)
-                        event = anyio.Event()
-                        waiters.add(event)
-            return False
-        finally:
-            waiters.discard(event)
-            if not waiters:
-                self._segment_waiters.pop(name, None)
+
+        async def running() -> bool:
+            try:
+                pointer = _decode(await self.read_pointer(key))
+            except Exception:
+                return False
+            return pointer is not None and pointer[0] == run_id and pointer[1]
+
+        return await self.announced.segment(context_name(key), run_id, timeout, running)
 
     async def persist(self, stream: RunStream, done: Frame) -> None:
         """Save the run's frames, `done` included, in storage before `done` is published."""
