@@ -21,6 +21,7 @@ while it was paused finds that out when its lease comes, and does not run the tu
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -34,6 +35,8 @@ from agentkeel.runtime.shared_claims import ClaimAbandoned, Read, Update
 from agentkeel.runtime.turns import RunJob
 
 __all__ = ["BEAT_SECONDS", "STALE_SECONDS", "RunJobClaims"]
+
+logger = logging.getLogger(__name__)
 
 BEAT_SECONDS = 1.0
 """How often the owner of a claimed turn says it is alive."""
@@ -82,8 +85,11 @@ class RunJobClaims:
     async def _beat(run: RunJob, beat: Callable[[], Awaitable[bool]]) -> None:
         while not run.finished.is_set():
             await anyio.sleep(BEAT_SECONDS)
-            if not await beat():
-                return  # taken over (or forgotten): nothing more to say in it
+            try:
+                if not await beat():
+                    return  # taken over (or forgotten): nothing more to say in it
+            except Exception as exc:  # the table is unreachable now: beat again later
+                logger.debug("idempotency | a claim's beat was not written: %s", exc)
 
     @staticmethod
     async def _report(run: RunJob, update: Update, written: anyio.Event) -> None:
