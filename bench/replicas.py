@@ -1,18 +1,27 @@
 """What coordination costs per turn, and how fast a replica takes over a killed one.
 
 Three deployments serve the same streamed turns (20 tokens each, four conversations
-sent round-robin over the replicas), each ``agentkeel serve`` in a subprocess:
+sent round-robin over the replicas, so that with 3 processes every turn lands on a
+replica whose cached Agent is behind), each ``agentkeel serve`` in a subprocess:
 
 - baseline: 1 process, PostgreSQL storage, in-process coordination;
 - redis-1: 1 process, PostgreSQL storage, Redis coordination (lease in PostgreSQL);
-- redis-3: 3 processes on one port each, the same storage and coordination.
+- redis-3: 3 processes on one port each, the same storage and coordination;
+- baseline-long and redis-3-long: the first and the last again, on conversations that
+  already hold ``--history`` turns (stored before the servers start): a cost per turn,
+  a round-trip count or a command count that grows with the history shows here.
+
+Each deployment has conversations of its own, and warms each of them up on every
+replica before the measured turns (a replica's first sight of a conversation loads it
+whole, once).
 
 For each it prints the server CPU per turn (utime + stime of every server process from
 ``/proc``, around the measured turns only), PostgreSQL's and Redis's CPU per turn (their
 processes' CPU over the same span: the servers are shared with whatever else runs on
 the machine, so these are upper bounds), PostgreSQL round trips per turn (counted by a
 loopback forwarder every replica connects through) and Redis commands per turn and
-per streamed frame (``INFO`` deltas, server-wide), and the ratio of each deployment's
+per streamed frame (``INFO`` deltas, server-wide; the XADDs the fan-out's script runs
+count there, the commands clients sent are the rest), and the ratio of each deployment's
 server CPU to the baseline's, measured in the same run (target: at most 1.5x).
 
 Then the takeover: a replica runs a long tool, is SIGKILLed, and another replica runs
@@ -20,7 +29,8 @@ the context; over ``--kills`` kills it prints the distribution of the time from 
 kill to the other replica's answer, against the lease time (``--lease``, short here so
 the run stays short; the default deployment lease is 15 s).
 
-Run with ``.venv/bin/python bench/replicas.py [--turns N] [--kills K] [--lease S]``
+Run with ``.venv/bin/python bench/replicas.py [--turns N] [--kills K] [--lease S]
+[--history H]``
 (PostgreSQL at AGENTKEEL_BENCH_POSTGRES or 127.0.0.1:5432, Redis at
 AGENTKEEL_BENCH_REDIS or 127.0.0.1:6379/14). Prints numbers; never asserts.
 """
@@ -57,7 +67,8 @@ POSTGRES = os.environ.get("AGENTKEEL_BENCH_POSTGRES", "postgresql://postgres@127
 REDIS = os.environ.get("AGENTKEEL_BENCH_REDIS", "redis://127.0.0.1:6379/14")
 TOKENS = 20
 CONTEXTS = 4
-WARMUP = 8
+WARMUP_ROUNDS = 3
+"""Warm-up turns per conversation and replica (the round-robin reaches every replica)."""
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -101,14 +112,24 @@ def bench_agent(context_id: str) -> Agent:
 
 def cpu_seconds(pids: list[int]) -> float:
     """utime + stime of `pids` (0 for one that is gone)."""
-    total = 0
+    return sum(cpu_by_pid(pids).values())
+
+
+def cpu_by_pid(pids: list[int]) -> dict[int, float]:
+    """utime + stime of each of `pids` that is still there."""
+    found = {}
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
+        found[pid] = (int(fields[11]) + int(fields[12])) / TICKS
+    return found
+
+
+def grown(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU the processes present both times used in between (one that exited counts 0)."""
+    return sum(after[pid] - spent for pid, spent in before.items() if pid in after)
 
 
 def named_pids(name: str) -> list[int]:
@@ -213,6 +234,25 @@ async def drive(urls: list[str], turns: int, prefix: str) -> int:
     return frames
 
 
+async def prefill(storage: str, prefix: str, history: int) -> None:
+    """Store `history` turns in each of the CONTEXTS conversations named by `prefix`."""
+    from agentkeel.messages import Message
+    from agentkeel.storage import SessionKey
+    from agentkeel.storage.postgres import PostgresStorage
+
+    store = PostgresStorage(storage, pool_size=1)
+    await store.open()
+    try:
+        for index in range(CONTEXTS):
+            messages = []
+            for number in range(history):
+                messages += [Message.user(f"go {number}"), Message.assistant("t00 " * TOKENS)]
+            key = SessionKey(definition="b", context_id=f"{prefix}-{index}")
+            await store.append(key, messages, None)
+    finally:
+        await store.close()
+
+
 def run_scenario(
     name: str,
     storage: str,
@@ -221,20 +261,24 @@ def run_scenario(
     turns: int,
     forwarder: Counting,
     rclient: redis.Redis,
+    history: int = 0,
 ) -> dict[str, float]:
     """Serve `turns` turns on `replicas` processes; print and return the figures."""
+    prefix = f"{name}-{secrets.token_hex(2)}"
     with tempfile.TemporaryDirectory() as folder:
         path = framework(Path(folder), storage, coordination)
         servers = [Server(path, index) for index in range(replicas)]
         try:
             urls = [server.url for server in servers]
-            anyio.run(drive, urls, WARMUP, "warm")
+            if history:
+                anyio.run(prefill, storage, prefix, history)
+            anyio.run(drive, urls, CONTEXTS * replicas * WARMUP_ROUNDS, prefix)
             pids = [server.process.pid for server in servers]
             postgres = named_pids("postgres")
-            before = (cpu_seconds(pids), cpu_seconds(postgres), redis_counters(rclient))
+            before = (cpu_seconds(pids), cpu_by_pid(postgres), redis_counters(rclient))
             sends_before = forwarder.sends
-            frames = anyio.run(drive, urls, turns, "run")
-            after = (cpu_seconds(pids), cpu_seconds(postgres), redis_counters(rclient))
+            frames = anyio.run(drive, urls, turns, prefix)
+            after = (cpu_seconds(pids), cpu_by_pid(postgres), redis_counters(rclient))
             trips = forwarder.sends - sends_before
         finally:
             for server in servers:
@@ -242,17 +286,19 @@ def run_scenario(
     commands = after[2][0] - before[2][0]
     row = {
         "server_ms": (after[0] - before[0]) / turns * 1000,
-        "postgres_ms": (after[1] - before[1]) / turns * 1000,
+        "postgres_ms": grown(before[1], after[1]) / turns * 1000,
         "redis_ms": (after[2][2] - before[2][2]) / turns * 1000,
         "pg_trips": trips / turns,
         "redis_cmds": commands / turns,
+        # every XADD runs inside the fan-out's script: what clients sent is the rest
+        "redis_sent": (commands - (after[2][1] - before[2][1])) / turns,
         "xadd_per_frame": (after[2][1] - before[2][1]) / max(1, frames),
     }
     print(
-        f"{name:>9}: server CPU {row['server_ms']:6.2f} ms/turn | PostgreSQL "
+        f"{name:>13}: server CPU {row['server_ms']:6.2f} ms/turn | PostgreSQL "
         f"{row['postgres_ms']:5.2f} ms | Redis {row['redis_ms']:5.2f} ms | "
-        f"{row['pg_trips']:5.1f} PG trips/turn | {row['redis_cmds']:5.1f} Redis cmds/turn "
-        f"({row['xadd_per_frame']:.2f} XADD per frame)",
+        f"{row['pg_trips']:5.1f} PG trips/turn | {row['redis_cmds']:5.1f} Redis cmds/turn, "
+        f"{row['redis_sent']:4.1f} sent by clients ({row['xadd_per_frame']:.2f} XADD per frame)",
         flush=True,
     )
     return row
@@ -299,6 +345,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=120)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--lease", type=float, default=2.0)
+    parser.add_argument("--history", type=int, default=200)
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from _postgres import CountingForwarder
@@ -318,22 +365,34 @@ def main() -> None:
     try:
         print(f"{args.turns} streamed turns of {TOKENS} tokens, {CONTEXTS} conversations")
         rows = {}
-        for name, coord, replicas in (
-            ("baseline", None, 1),
-            ("redis-1", coordination, 1),
-            ("redis-3", coordination, 3),
+        for name, coord, replicas, history in (
+            ("baseline", None, 1, 0),
+            ("redis-1", coordination, 1, 0),
+            ("redis-3", coordination, 3, 0),
+            ("baseline-long", None, 1, args.history),
+            ("redis-3-long", coordination, 3, args.history),
         ):
             rows[name] = run_scenario(
-                name, storage, coord, replicas, args.turns, forwarder, rclient
+                name, storage, coord, replicas, args.turns, forwarder, rclient, history
             )
-        base = rows["baseline"]["server_ms"]
-        for name in ("redis-1", "redis-3"):
-            ratio = rows[name]["server_ms"] / base
+        for name, against in (
+            ("redis-1", "baseline"),
+            ("redis-3", "baseline"),
+            ("redis-3-long", "baseline-long"),
+        ):
+            ratio = rows[name]["server_ms"] / rows[against]["server_ms"]
             verdict = "ok" if ratio <= 1.5 else "over"
             print(
-                f"ratio {name} / baseline server CPU per turn = {ratio:.2f}x "
+                f"ratio {name} / {against} server CPU per turn = {ratio:.2f}x "
                 f"(target <= 1.5x: {verdict})"
             )
+        grown = rows["redis-3-long"]["server_ms"] / rows["redis-3"]["server_ms"]
+        print(
+            f"redis-3 with {args.history} turns of history / without: server CPU {grown:.2f}x, "
+            f"PG trips {rows['redis-3-long']['pg_trips']:.1f} vs {rows['redis-3']['pg_trips']:.1f}"
+            f", Redis cmds {rows['redis-3-long']['redis_cmds']:.1f} vs "
+            f"{rows['redis-3']['redis_cmds']:.1f} per turn"
+        )
         times = takeovers(storage, coordination, args.kills)
         times.sort()
         p95 = times[min(len(times) - 1, int(len(times) * 0.95))]

@@ -186,14 +186,15 @@ class Agent(ServableFront[AgentResult]):
 
         Every run calls it first. After the first load it costs one version read, and
         loads again only when storage moved on (another process ran a turn on this
-        context): a cached Agent never runs on stale memory (SPEC guarantee 9).
+        context): a cached Agent never runs on stale memory (SPEC guarantee 9). Loading
+        again reads only the turns it lacks when the storage can tell what they are.
         """
         manager = self.session_manager
         if self._restored and (manager is None or not await manager.moved_on()):
             return
         if self.session_manager is not None:
-            restored = await self.session_manager.restore()
-            self.messages = restored.messages
+            restored = await self.session_manager.restore(self.messages)
+            self.messages = self.messages[: restored.kept] + restored.messages
             self.state.replace(restored.state)
             self._suspended = restored.suspended
         self._restored = True

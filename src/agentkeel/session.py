@@ -39,7 +39,7 @@ from agentkeel.messages import JSONObject, JSONValue, Message
 from agentkeel.result import AgentResult, ErrorInfo, RunResultFront, Usage
 from agentkeel.result import stop_reason as reason_of
 from agentkeel.run_state import RunState
-from agentkeel.storage.base import RunRecord, SessionStorage
+from agentkeel.storage.base import IncrementalLoadStorage, RunRecord, SessionStorage
 from agentkeel.storage.usage import UsageStorage, utc_day
 from agentkeel.usage import TokenBudgets, UsageMeter
 
@@ -81,6 +81,9 @@ class RestoredSession:
     messages: list[Message]
     state: JSONObject
     suspended: RunState | None
+    kept: int = 0
+    """How many messages of the caller's history come before `messages` (0: `messages`
+    is the whole history)."""
 
 
 class SessionManager:
@@ -108,6 +111,9 @@ class SessionManager:
         """The fencing token of the lease the current turn runs under (set by a runtime)."""
         self.version: int | None = None
         """The session version this manager last loaded or wrote; None before `restore`."""
+        self._held: tuple[int, str | None] | None = None
+        """(message count, last message id) of the stored history at `version`, while the
+        caller's history is known to be it: what `restore` catches up from."""
         self._checkpoint_id: str | None = None
 
     @property
@@ -115,16 +121,40 @@ class SessionManager:
         """The context id (also the checkpoint thread id)."""
         return self.key.context_id
 
-    async def restore(self) -> RestoredSession:
-        """Load the session; an unknown session restores as empty."""
-        snapshot = await self.storage.load(self.key)
+    async def restore(self, held: Sequence[Message] = ()) -> RestoredSession:
+        """Load the session; an unknown session restores as empty.
+
+        `held` is the history the caller holds from its last restore or save. When it is
+        still what was stored at the version this manager knows, and the storage can
+        catch up (IncrementalLoadStorage), only the messages after it are read, and the
+        answer's `kept` says how many of `held` come first; otherwise the whole history.
+        """
+        known, version = self._held, self.version
+        self._held = None
+        if (
+            known is not None
+            and version is not None
+            and 0 < known[0] <= len(held)
+            and held[known[0] - 1].id == known[1]
+            and _catches_up(type(self.storage))
+        ):
+            since = cast(IncrementalLoadStorage, self.storage)
+            snapshot = await since.load_since(
+                self.key, version=version, count=known[0], last_id=known[1]
+            )
+        else:
+            snapshot = await self.storage.load(self.key)
         self.version = 0 if snapshot is None else snapshot.version
         self._checkpoint_id = None
         suspended = await self._restore_checkpoint()
         if snapshot is None:
+            self._held = (0, None)
             return RestoredSession(messages=[], state={}, suspended=suspended)
+        messages, kept = snapshot.messages, snapshot.kept
+        last = messages[-1].id if messages else held[kept - 1].id if kept else None
+        self._held = (kept + len(messages), last)
         return RestoredSession(
-            messages=snapshot.messages, state=snapshot.state, suspended=suspended
+            messages=messages, state=snapshot.state, suspended=suspended, kept=kept
         )
 
     async def moved_on(self) -> bool:
@@ -182,6 +212,7 @@ class SessionManager:
             ConcurrentWriteError: Another writer moved the session on since it was
                 loaded; nothing of this turn's history was stored.
         """
+        self._held = None  # until the save is known to have landed
         try:
             if rewrite:
                 self.version = await self.storage.rewrite(
@@ -204,6 +235,7 @@ class SessionManager:
                 )
             else:
                 await self.storage.put_run(self.key, record)
+            self._held = (len(history), history[-1].id if history else None)
         except ConcurrentWriteError as exc:
             # the record said how the run ended; it must say the turn was lost instead
             lost = ErrorInfo(code=exc.code, message=LOST_TURN)
@@ -328,6 +360,12 @@ def run_record(
         interrupts=result.interrupts,
         stop_reason=reason_of(result.status) if stop_reason is None else stop_reason,
     )
+
+
+@functools.cache
+def _catches_up(storage_type: type) -> bool:
+    """Whether a storage class reads only what a cached history lacks (cached, as below)."""
+    return issubclass(storage_type, IncrementalLoadStorage)
 
 
 @functools.cache

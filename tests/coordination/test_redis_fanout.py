@@ -154,3 +154,25 @@ async def test_a_segment_start_is_announced_to_other_replicas(
     """A request waiting on B for a run to resume is woken by A's PUBLISH."""
     first, second = two
     await check_announced_segment(first, second, KEY)
+
+
+async def test_a_script_redis_forgot_is_loaded_again(
+    two: tuple[RedisStreams, RedisStreams], redis_db_url: str
+) -> None:
+    """After a restart Redis knows no script: the batch is sent again, no frame twice."""
+    first, second = two
+    stream = await _start(first)
+    stream.publish(_data(0))
+    await first.flush()
+    client = redis.asyncio.Redis.from_url(redis_db_url)
+    try:
+        await client.script_flush()  # what a restarted Redis forgot
+        for index in range(1, 4):
+            stream.publish(_data(index))
+        await first.flush()
+        entries = await client.xrange(first.stream_key(KEY, "run-1")) or []
+    finally:
+        await client.aclose()
+    assert [entry_id for entry_id, _ in entries] == [b"1-0", b"2-0", b"3-0", b"4-0"]
+    remote = await second.latest(KEY)
+    assert remote is not None and [frame.id for frame in remote.frames] == [1, 2, 3, 4]

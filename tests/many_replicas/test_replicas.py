@@ -46,6 +46,29 @@ async def test_round_robin_turns_keep_one_conversation(cluster: Cluster) -> None
     assert last.json()["text"] == "one|two|three|four|five|history"
 
 
+async def test_a_stale_replica_catches_up_after_turns_elsewhere(cluster: Cluster) -> None:
+    """A's cached Agent misses several turns B and C ran (a tool call, an edit among
+    them); its next turn sees exactly the stored conversation, and nothing forks."""
+    first, second, third = cluster.urls
+    context = {"contextId": "behind"}
+    with anyio.fail_after(90):
+        for word in ("a1", "a2"):  # A caches the context
+            assert (await cluster.send(first, {"message": word, **context})).status_code == 200
+        for url, word in ((second, "b1"), (third, "secret"), (second, "b2"), (third, "c1")):
+            assert (await cluster.send(url, {"message": word, **context})).status_code == 200
+        caught = await cluster.send(first, {"message": "history", **context})
+        assert caught.json()["text"] == "a1|a2|b1|secret|b2|c1|history"
+        async with httpx.AsyncClient(base_url=second, timeout=30) as client:
+            path = f"/agents/{AGENT}/contexts/behind/messages"
+            listed = (await client.get(path)).json()["messages"]
+            b2 = next(m["id"] for m in listed if m["text"] == "b2")
+            edited = await cluster.send(second, {"replace": b2, "message": "b2!", **context})
+            assert edited.status_code == 200, edited.text
+        again = await cluster.send(first, {"message": "history", **context})  # a cut, then
+    assert again.json()["text"] == "a1|a2|b1|secret|b2!|history"
+    assert await _history(cluster, "behind") == ["a1", "a2", "b1", "secret", "b2!", "history"]
+
+
 async def test_concurrent_turns_over_three_replicas_never_overlap(cluster: Cluster) -> None:
     """Ten turns at once on one context, spread over the replicas: all run, one at a time."""
     results: list[httpx.Response] = []

@@ -1,10 +1,14 @@
 """RedisStreams: the runs' frames fanned out to every replica through Redis Streams.
 
-One stream per run; each frame is one ``XADD`` whose entry id is the frame id
+One stream per run; each frame is one stream entry whose id is the frame id
 (``<id>-0``), so a duplicate or a lower id (a second writer, say a holder that lost
 its lease) is refused by Redis itself. The writer sends each batch as one pipeline:
-one command per frame, plus the pointer at a segment's start and end and once a second
-(`SharedStreams` has the rest). Streams and pointers expire after
+the frames of one run in a row go as one ``EVALSHA`` of a script that ``XADD``s each
+(what a client pays per command, encoding it and parsing its reply, was most of what
+fanning a turn out cost), plus the pointer at a segment's start and end and once a
+second (`SharedStreams` has the rest). A Redis that forgot the script (a restart)
+answers ``NOSCRIPT``; the script is loaded again and the whole batch sent again, which
+repeats nothing: a frame already added is a lower id, refused. Streams and pointers expire after
 ``retention.events``. A follower on another replica reads with ``XREAD BLOCK`` on a
 connection of its own. Announcements (a segment's start, ...) are ``PUBLISH``ed on
 the deployment's announce channel, which each replica listens to on one pub/sub
@@ -23,7 +27,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.asyncio.client import Pipeline
+from redis.exceptions import NoScriptError, RedisError
 
 from agentkeel.keys import SessionKey
 from agentkeel.runtime.announcements import AnnounceWrite
@@ -44,6 +49,17 @@ logger = logging.getLogger(__name__)
 
 RedisRunChannel = SharedRunChannel
 _RELISTEN_SECONDS = 0.5
+
+_APPEND_FRAMES = """
+local refused = false
+for i = 1, #ARGV, 2 do
+  local added = redis.pcall('XADD', KEYS[1], ARGV[i], 'e', ARGV[i + 1])
+  if type(added) == 'table' and added.err and not refused then refused = added.err end
+end
+return refused
+"""
+"""``XADD`` each (id, frame) pair of ARGV to the stream KEYS[1]; a refused one (a lower
+id) does not stop the others. Returns the first refusal's error, or nil."""
 
 
 class RedisStreams(SharedStreams):
@@ -70,6 +86,8 @@ class RedisStreams(SharedStreams):
         self.url = url
         self.prefix = prefix
         self._redis: Redis | None = None
+        self._script: str | None = None
+        """The SHA1 of `_APPEND_FRAMES` once loaded (again after a ``NOSCRIPT``)."""
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
@@ -133,24 +151,51 @@ class RedisStreams(SharedStreams):
         await self.redis.ping()
 
     async def send_batch(self, writes: list[Write]) -> None:
-        """One pipeline; a refused ``XADD`` (a lower id: a second writer) is only logged."""
+        """One pipeline; a refused frame (a lower id: a second writer) is only logged."""
+        results = await self._pipeline(writes)
+        if any(isinstance(result, NoScriptError) for result in results):
+            self._script = None
+            results = await self._pipeline(writes)
+        for result in results:
+            if isinstance(result, Exception):
+                logger.warning("redis | a fan-out write was refused: %s", result)
+            elif isinstance(result, bytes | str):  # the script's first refusal
+                logger.warning("redis | a fan-out write was refused: %s", _text(result))
+
+    async def _pipeline(self, writes: list[Write]) -> list[object]:
+        if self._script is None:
+            self._script = _text(await self.redis.script_load(_APPEND_FRAMES))
         async with self.redis.pipeline(transaction=False) as pipe:
-            for write in writes:
+            frames: list[FrameWrite] = []
+            for write in [*writes, None]:
+                if isinstance(write, FrameWrite):
+                    if frames and (frames[0].key, frames[0].run_id) != (write.key, write.run_id):
+                        self._append_frames(pipe, frames)
+                        frames = []
+                    frames.append(write)
+                    continue
+                if frames:
+                    self._append_frames(pipe, frames)
+                    frames = []
+                if write is None:
+                    break
                 if isinstance(write, AnnounceWrite):
                     pipe.publish(self.announce_channel, json.dumps(write.encoded()))
-                elif isinstance(write, FrameWrite):
-                    stream = self.stream_key(write.key, write.run_id)
-                    pipe.xadd(stream, {"e": write.frame.encoded}, id=f"{write.frame.id}-0")
                 elif write.value is None:
                     pipe.delete(self.pointer_key(write.key))
                 else:
                     pipe.set(self.pointer_key(write.key), write.value, ex=write.ttl)
                     if write.ttl is not None and write.run_id is not None:
                         pipe.expire(self.stream_key(write.key, write.run_id), write.ttl)
-            results = await pipe.execute(raise_on_error=False)
-        for result in results:
-            if isinstance(result, Exception):
-                logger.warning("redis | a fan-out write was refused: %s", result)
+            return list(await pipe.execute(raise_on_error=False))
+
+    def _append_frames(self, pipe: Pipeline, frames: list[FrameWrite]) -> None:
+        """One EVALSHA adding `frames` (of one run, in order) to the run's stream."""
+        assert self._script is not None
+        args: list[str | bytes] = []
+        for write in frames:
+            args += (f"{write.frame.id}-0", write.frame.encoded)
+        pipe.evalsha(self._script, 1, self.stream_key(frames[0].key, frames[0].run_id), *args)
 
     async def read_pointer(self, key: SessionKey) -> str | None:
         """GET the pointer."""
@@ -188,6 +233,10 @@ class _RedisReader:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _decode(entry_id: object, fields: object) -> Frame | None:

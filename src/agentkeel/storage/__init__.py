@@ -10,6 +10,7 @@ passes is `agentkeel.testing`.
 
 from agentkeel.keys import SessionKey
 from agentkeel.storage.base import (
+    IncrementalLoadStorage,
     RunEventStorage,
     RunRecord,
     SessionDocumentStorage,
@@ -28,6 +29,7 @@ __all__ = [
     "ContextListing",
     "HistoryPage",
     "InMemoryStorage",
+    "IncrementalLoadStorage",
     "LocalFileStorage",
     "RunEventStorage",
     "RunRecord",

@@ -34,6 +34,7 @@ from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import Message, MessageDecodeError, message_from_json
 from agentkeel.storage import _session_files
 from agentkeel.storage._history import Tail, read_state, scan
+from agentkeel.storage.base import SessionSnapshot
 from agentkeel.storage.transcript import (
     ContextListing,
     HistoryPage,
@@ -146,6 +147,8 @@ class FileTranscript:
 
         def _lock(self, key: SessionKey) -> anyio.Lock: ...
 
+        async def load(self, key: SessionKey) -> SessionSnapshot | None: ...
+
         async def _call(
             self, key: SessionKey | None, func: Callable[..., _T], *args: object
         ) -> _T: ...
@@ -172,6 +175,18 @@ class FileTranscript:
 
     def _forget_index(self, key: SessionKey) -> None:
         self._indexes().pop(key, None)
+
+    async def load_since(
+        self, key: SessionKey, *, version: int, count: int, last_id: str | None
+    ) -> SessionSnapshot | None:
+        """The whole session, as `load` reads it (`kept` 0; IncrementalLoadStorage).
+
+        One process writes a folder at a time, so a cached Agent over files is stale only
+        after another process took the folder over, which is rare; and a file another
+        process changed is scanned whole anyway, for its commits and cuts.
+        """
+        del version, count, last_id
+        return await self.load(require_key(key, "load_since"))
 
     async def read_messages(
         self, key: SessionKey, *, after: str | None, limit: int

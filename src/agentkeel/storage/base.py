@@ -13,8 +13,8 @@ is lower than one it already accepted, with `ConcurrentWriteError`, and stores n
 it. That is what lets several processes share one backend (SPEC guarantees 9 and 10).
 
 Besides the interface every backend has, optional capabilities are small Protocols of
-their own (`RunEventStorage`, `TaskIndexStorage`, `SessionDocumentStorage`), checked with
-`isinstance` by the code that needs them.
+their own (`IncrementalLoadStorage`, `RunEventStorage`, `TaskIndexStorage`,
+`SessionDocumentStorage`), checked with `isinstance` by the code that needs them.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agentkeel.messages import SCHEMA_VERSION, JSONObject, JSONValue, Message
 from agentkeel.result import RUN_STATUSES, ErrorInfo, RunStatus, ToolCallRecord, Usage
 
 __all__ = [
+    "IncrementalLoadStorage",
     "RunEventStorage",
     "RunRecord",
     "SessionDocumentStorage",
@@ -63,6 +64,10 @@ class SessionSnapshot:
     metadata: SessionMetadata
     version: int = 0
     """The number of the last committed turn: what a writer passes as `expected_version`."""
+    kept: int = 0
+    """How many messages of the history come before `messages`: 0 for a whole history
+    (what `load` answers); `IncrementalLoadStorage.load_since` answers the caller's count
+    when only the messages after the ones the caller holds were read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -314,4 +319,33 @@ class SessionDocumentStorage(Protocol):
 
     async def get_document(self, key: SessionKey, name: str) -> JSONObject | None:
         """The session's document `name`, or None."""
+        ...
+
+
+@runtime_checkable
+class IncrementalLoadStorage(Protocol):
+    """Optional capability: catch a cached history up without reading all of it.
+
+    A server that runs on several replicas finds its cached Agent stale on most turns
+    (another replica answered the previous one). Reloading the whole session each time
+    makes a turn's cost grow with its history; this reads only what came after the
+    version the caller holds, when storage can tell that the history since then only
+    grew. A rewrite (a trim), a cut (an edit or a regenerate), a deleted and recreated
+    session, or a caller whose idea of that version is not the stored one, all get the
+    whole history instead: the answer is never a history that forked.
+    """
+
+    async def load_since(
+        self, key: SessionKey, *, version: int, count: int, last_id: str | None
+    ) -> SessionSnapshot | None:
+        """The session as `load` has it, or only what follows the caller's messages.
+
+        The caller holds the `count` messages the session had at `version`, the last of
+        which has the id `last_id`. When the stored history still starts with exactly
+        those (nothing since `version` rewrote or cut it, and the stored message at
+        `count` still has that id), the snapshot's `kept` is `count` and its `messages`
+        are the ones after them; otherwise `kept` is 0 and `messages` the whole history.
+        The state, metadata and version are always the stored ones. None when the
+        session was never saved.
+        """
         ...

@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from agentkeel.errors import MessageNotFoundError, StorageError
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message, dumps_message, loads_message
 from agentkeel.result import Usage
+from agentkeel.storage._memory_session import MemoryRetention, Session
 from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot, StorageHealth
 from agentkeel.storage.guard import check_commit
-from agentkeel.storage.retention import PROTECTED_STATUSES
 from agentkeel.storage.transcript import (
     ContextListing,
     HistoryPage,
@@ -45,27 +44,7 @@ def _encode_messages(messages: Sequence[Message]) -> list[str]:
         raise StorageError(f"a message is not JSON-serializable: {exc}") from exc
 
 
-@dataclass(slots=True)
-class _Session:
-    created_at: float
-    updated_at: float
-    lines: list[str] = field(default_factory=list)
-    ids: list[str] = field(default_factory=list)
-    """The message id of each line, so a transcript page decodes only its own lines."""
-    state: str = "{}"
-    exists: bool = False
-    """False while only run records were put: `load` still answers None."""
-    version: int = 0
-    fence: int = 0
-    runs: dict[str, str] = field(default_factory=dict)
-    """Run records by id, in the order they were last written."""
-    frames: tuple[str, bytes] | None = None
-    frames_at: float = 0.0
-    documents: dict[str, str] = field(default_factory=dict)
-    usage: Usage = field(default_factory=Usage)
-
-
-class InMemoryStorage:
+class InMemoryStorage(MemoryRetention):
     """A SessionStorage that lives in this process and dies with it.
 
     Every operation completes without awaiting, so each is atomic with respect to other
@@ -73,15 +52,15 @@ class InMemoryStorage:
     """
 
     def __init__(self) -> None:
-        self._sessions: dict[SessionKey, _Session] = {}
+        self._sessions: dict[SessionKey, Session] = {}
         self._tasks: dict[SessionKey, dict[str, tuple[str, str]]] = {}
         self._principal_usage: dict[tuple[str | None, str], Usage] = {}
 
-    def _session(self, key: SessionKey) -> _Session:
+    def _session(self, key: SessionKey) -> Session:
         session = self._sessions.get(key)
         if session is None:
             now = time.time()
-            session = self._sessions[key] = _Session(created_at=now, updated_at=now)
+            session = self._sessions[key] = Session(created_at=now, updated_at=now)
         return session
 
     async def open(self) -> None:
@@ -96,12 +75,32 @@ class InMemoryStorage:
 
     async def load(self, key: SessionKey) -> SessionSnapshot | None:
         """The session decoded from its stored JSON, or None if it was never saved."""
-        session = self._sessions.get(require_key(key, "load"))
+        return self._snapshot(require_key(key, "load"), 0)
+
+    async def load_since(
+        self, key: SessionKey, *, version: int, count: int, last_id: str | None
+    ) -> SessionSnapshot | None:
+        """Only the lines after the caller's `count` when the history since `version` grew."""
+        session = self._sessions.get(require_key(key, "load_since"))
+        kept = 0
+        if (
+            session is not None
+            and 0 < count <= len(session.lines)
+            and session.rewritten_at <= version <= session.version
+            and session.ids[count - 1] == last_id
+        ):
+            kept = count
+        return self._snapshot(key, kept)
+
+    def _snapshot(self, key: SessionKey, kept: int) -> SessionSnapshot | None:
+        session = self._sessions.get(key)
         if session is None or not session.exists:
             return None
         state = json.loads(session.state)
+        lines = session.lines[kept:]
         return SessionSnapshot(
-            messages=[loads_message(line, position=i) for i, line in enumerate(session.lines)],
+            messages=[loads_message(line, position=kept + i) for i, line in enumerate(lines)],
+            kept=kept,
             state=state,
             metadata=SessionMetadata(
                 definition=key.definition,
@@ -126,7 +125,7 @@ class InMemoryStorage:
             return False
         return session.exists or bool(session.runs or session.documents or session.frames)
 
-    def _commit(self, key: SessionKey, expected_version: int | None, fence: int | None) -> _Session:
+    def _commit(self, key: SessionKey, expected_version: int | None, fence: int | None) -> Session:
         session = self._sessions.get(key)
         version, highest = (0, 0) if session is None else (session.version, session.fence)
         highest = check_commit(
@@ -164,7 +163,8 @@ class InMemoryStorage:
             self._keep_run(session, run.run_id, record)
         if encoded_state == session.state:
             encoded_state = None
-        if cut is not None and cut < len(session.lines):
+        cuts = cut is not None and cut < len(session.lines)
+        if cuts:
             del session.lines[cut:], session.ids[cut:]
             session.version += 0 if lines or encoded_state is not None else 1
         if lines or encoded_state is not None:
@@ -173,6 +173,8 @@ class InMemoryStorage:
             if encoded_state is not None:
                 session.state = encoded_state
             session.version += 1
+        if cuts:
+            session.rewritten_at = session.version
         session.updated_at = time.time()
         return session.version
 
@@ -199,6 +201,7 @@ class InMemoryStorage:
         if encoded_state is not None:
             session.state = encoded_state
         session.version += 1
+        session.rewritten_at = session.version
         session.updated_at = time.time()
         return session.version
 
@@ -257,7 +260,7 @@ class InMemoryStorage:
         self._keep_run(self._session(require_key(key, "put_run")), record.run_id, document)
 
     @staticmethod
-    def _keep_run(session: _Session, run_id: str, document: str) -> None:
+    def _keep_run(session: Session, run_id: str, document: str) -> None:
         session.runs.pop(run_id, None)
         session.runs[run_id] = document
 
@@ -329,52 +332,6 @@ class InMemoryStorage:
         for task_id in doomed:
             del tasks[task_id]
         return len(doomed)
-
-    # -- retention (RetentionStorage): what keeps this storage bounded -------------------
-
-    async def sweep_runs(self, ended_before: float, limit: int) -> int:
-        """Drop up to `limit` run records that ended before `ended_before`."""
-        doomed: list[tuple[_Session, str]] = []
-        for session in self._sessions.values():
-            for run_id, document in session.runs.items():
-                data = json.loads(document)
-                ended = data.get("ended_at")
-                if data.get("status") in PROTECTED_STATUSES or not isinstance(ended, float | int):
-                    continue
-                if ended < ended_before:
-                    doomed.append((session, run_id))
-                    if len(doomed) == limit:
-                        break
-            if len(doomed) == limit:
-                break
-        for session, run_id in doomed:
-            del session.runs[run_id]
-        return len(doomed)
-
-    async def sweep_frames(self, written_before: float, limit: int) -> int:
-        """Drop up to `limit` sessions' frames written before `written_before`."""
-        doomed = [
-            session
-            for session in self._sessions.values()
-            if session.frames is not None and session.frames_at < written_before
-        ][:limit]
-        for session in doomed:
-            session.frames = None
-        return len(doomed)
-
-    async def idle_sessions(self, updated_before: float, limit: int) -> list[SessionKey]:
-        """Sessions not updated since `updated_before` whose latest run is not protected."""
-        found = []
-        for key, session in self._sessions.items():
-            if session.updated_at >= updated_before:
-                continue
-            latest = next(reversed(session.runs.values()), None)
-            if latest is not None and json.loads(latest).get("status") in PROTECTED_STATUSES:
-                continue
-            found.append(key)
-            if len(found) == limit:
-                break
-        return found
 
     async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
         """Add to the context's and the principal's daily totals (UsageStorage)."""

@@ -19,7 +19,6 @@ A database that cannot be reached raises StorageUnavailableError (the server ans
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,16 +27,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from psycopg import AsyncConnection
 
-from agentkeel.errors import ConfigurationError, CorruptSessionError, StorageError
+from agentkeel.errors import ConfigurationError, StorageError
 from agentkeel.keys import SessionKey, require_key
-from agentkeel.messages import JSONObject, Message, MessageDecodeError, messages_from_json
+from agentkeel.messages import JSONObject, Message
 from agentkeel.storage._history import encode_json, encode_messages
-from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot
+from agentkeel.storage.base import RunRecord, SessionSnapshot
 from agentkeel.storage.guard import check_commit
 from agentkeel.storage.postgres_extras import PostgresCapabilities
 from agentkeel.storage.postgres_pool import Row, redact, text_key, who
 from agentkeel.storage.postgres_retention import PostgresRetention
 from agentkeel.storage.postgres_runs import PUT_RUN, PostgresRuns, run_columns
+from agentkeel.storage.postgres_since import SNAPSHOT_COLUMNS, PostgresSince
 from agentkeel.storage.postgres_transcript import PostgresTranscript
 
 if TYPE_CHECKING:
@@ -48,7 +48,9 @@ __all__ = ["PostgresStorage", "from_url", "redact", "text_key"]
 _OWN_PARAMETERS = ("schema", "prepare_threshold", "pool_size")
 
 
-class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresRuns, PostgresTranscript):
+class PostgresStorage(
+    PostgresCapabilities, PostgresRetention, PostgresRuns, PostgresSince, PostgresTranscript
+):
     """A SessionStorage (with every optional capability) in one PostgreSQL schema.
 
     Args:
@@ -79,35 +81,14 @@ class PostgresStorage(PostgresCapabilities, PostgresRetention, PostgresRuns, Pos
         """The session and its history in one statement (one snapshot), or None."""
         require_key(key, "load")
         row = await self._one(
-            "SELECT s.version, s.state::text, s.created_at, s.updated_at, s.message_count,"
+            f"SELECT {SNAPSHOT_COLUMNS},"
             " coalesce((SELECT json_agg(m.body ORDER BY m.seq) FROM {s}.messages m"
             "           WHERE m.session_id = s.id), '[]')::text"
             " FROM {s}.sessions s"
             " WHERE s.principal = %s AND s.definition = %s AND s.context_id = %s AND s.saved",
             who(key),
         )
-        if row is None:
-            return None
-        version, state_text, created, updated, count, history = row
-        where = f"postgresql:{self.schema}.sessions[{key.session_id}]"
-        try:
-            messages = messages_from_json(json.loads(history))
-            state = json.loads(state_text)
-        except (ValueError, MessageDecodeError) as exc:
-            raise CorruptSessionError(f"{where}: cannot decode: {exc}", path=where) from None
-        return SessionSnapshot(
-            messages=messages,
-            state=state,
-            metadata=SessionMetadata(
-                definition=key.definition,
-                context_id=key.context_id,
-                owner=key.principal,
-                created_at=created,
-                updated_at=updated,
-                message_count=count,
-            ),
-            version=version,
-        )
+        return None if row is None else self._snapshot(key, row[:5], 0, row[5])
 
     async def version(self, key: SessionKey) -> int:
         """The session row's version (0 when there is none); one indexed read."""

@@ -210,6 +210,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             " (principal, definition, updated_at DESC, context_id DESC) WHERE saved",
         ),
     ),
+    Migration(
+        6,
+        "catch-up: the version of the last turn that deleted message rows (rewrite, cut)",
+        (
+            "ALTER TABLE {s}.sessions ADD COLUMN rewritten_at bigint NOT NULL DEFAULT 0",
+            # the version the turn in progress commits (its UPDATE may come later)
+            "CREATE FUNCTION {s}.history_rewritten() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN UPDATE {s}.sessions SET rewritten_at = version + 1"
+            "  WHERE id IN (SELECT DISTINCT session_id FROM dropped); RETURN NULL; END $$",
+            "CREATE TRIGGER messages_rewritten AFTER DELETE ON {s}.messages"
+            " REFERENCING OLD TABLE AS dropped FOR EACH STATEMENT"
+            " EXECUTE FUNCTION {s}.history_rewritten()",
+        ),
+    ),
 )
 """Every migration, oldest first; the last one's version is what this code writes."""
 

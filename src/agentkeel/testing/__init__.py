@@ -20,6 +20,7 @@ is why this package is imported only by tests, never by agentkeel itself.
 """
 
 from agentkeel.testing.capabilities import CapabilitySuite
+from agentkeel.testing.catch_up import CatchUpSuite
 from agentkeel.testing.checkpointer import CheckpointerFactory, CheckpointerSuite
 from agentkeel.testing.runs import RunRecordSuite
 from agentkeel.testing.session_storage import HistorySuite, StorageFactory
@@ -28,6 +29,7 @@ from agentkeel.testing.versions import VersionSuite
 
 __all__ = [
     "CapabilitySuite",
+    "CatchUpSuite",
     "CheckpointerFactory",
     "CheckpointerSuite",
     "HistorySuite",
@@ -40,10 +42,10 @@ __all__ = [
 
 
 class SessionStorageSuite(
-    HistorySuite, RunRecordSuite, VersionSuite, CapabilitySuite, TranscriptSuite
+    HistorySuite, RunRecordSuite, VersionSuite, CapabilitySuite, TranscriptSuite, CatchUpSuite
 ):
     """Everything a SessionStorage does.
 
-    History and runs, versions and fencing, capabilities, and the transcript (ids,
-    pages, cuts, the session list).
+    History and runs, versions and fencing, capabilities, the transcript (ids, pages,
+    cuts, the session list) and catching a cached history up (`load_since`).
     """

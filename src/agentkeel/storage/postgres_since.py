@@ -1,0 +1,84 @@
+"""The catch-up read of PostgresStorage (`IncrementalLoadStorage.load_since`), and snapshots.
+
+A replica whose cached Agent is one or more turns behind reads, in one statement, the
+session row and only the message rows after the ones it holds. That is right only while
+the history since the caller's version grew by appends: migration 6's trigger records,
+on the session row, the version of any turn that deleted message rows (a rewrite, a cut;
+``rewritten_at``), and the caller's last message must still be the stored row at its
+position (which a deleted and recreated session, with new message ids, fails). Otherwise
+the same statement returns the whole history. The commit statements are not touched: the
+trigger fires on ``DELETE`` only, which a plain append never runs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agentkeel.errors import CorruptSessionError
+from agentkeel.keys import SessionKey, require_key
+from agentkeel.messages import MessageDecodeError, messages_from_json
+from agentkeel.storage.base import SessionMetadata, SessionSnapshot
+from agentkeel.storage.postgres_pool import PostgresPool, Row, who
+from agentkeel.storage.postgres_schema import MESSAGE_ID_SQL
+
+__all__ = ["PostgresSince", "SNAPSHOT_COLUMNS"]
+
+SNAPSHOT_COLUMNS = "s.version, s.state::text, s.created_at, s.updated_at, s.message_count"
+"""The session row's columns a snapshot is built from, before the kept count and history."""
+
+_ID = MESSAGE_ID_SQL.replace("body", "m.body")
+
+
+class PostgresSince(PostgresPool):
+    """`load_since` on the pool, and the decoding every snapshot read shares."""
+
+    async def load_since(
+        self, key: SessionKey, *, version: int, count: int, last_id: str | None
+    ) -> SessionSnapshot | None:
+        """The rows after the caller's `count` when the history since `version` only grew.
+
+        One statement: the checks, and the history from the first row the caller lacks
+        (all of it when a check fails), read in the same snapshot.
+        """
+        require_key(key, "load_since")
+        row = await self._one(
+            f"SELECT {SNAPSHOT_COLUMNS}, k.kept,"
+            " coalesce((SELECT json_agg(m.body ORDER BY m.seq) FROM {s}.messages m"
+            "           WHERE m.session_id = s.id AND m.seq > k.kept), '[]')::text"
+            " FROM {s}.sessions s CROSS JOIN LATERAL (SELECT CASE"
+            "  WHEN s.rewritten_at <= %(v)s::bigint AND %(v)s::bigint <= s.version"
+            "   AND %(n)s::integer BETWEEN 1 AND s.message_count"
+            "   AND EXISTS (SELECT 1 FROM {s}.messages m WHERE m.session_id = s.id"
+            f"    AND m.seq = %(n)s::integer AND {_ID} = %(last)s::text)"
+            "  THEN %(n)s::integer ELSE 0 END AS kept) k"
+            " WHERE s.principal = %(p)s AND s.definition = %(d)s AND s.context_id = %(c)s"
+            " AND s.saved",
+            dict(zip(("p", "d", "c"), who(key), strict=True), v=version, n=count, last=last_id),
+        )
+        if row is None:
+            return None
+        return self._snapshot(key, row[:5], int(row[5]), row[6])
+
+    def _snapshot(self, key: SessionKey, head: Row, kept: int, history: str) -> SessionSnapshot:
+        """A snapshot from `SNAPSHOT_COLUMNS`, the kept count and the JSON array of bodies."""
+        version, state_text, created, updated, count = head
+        where = f"postgresql:{self.schema}.sessions[{key.session_id}]"
+        try:
+            messages = messages_from_json(json.loads(history), start=kept)
+            state = json.loads(state_text)
+        except (ValueError, MessageDecodeError) as exc:
+            raise CorruptSessionError(f"{where}: cannot decode: {exc}", path=where) from None
+        return SessionSnapshot(
+            messages=messages,
+            kept=kept,
+            state=state,
+            metadata=SessionMetadata(
+                definition=key.definition,
+                context_id=key.context_id,
+                owner=key.principal,
+                created_at=created,
+                updated_at=updated,
+                message_count=count,
+            ),
+            version=version,
+        )
