@@ -51,9 +51,7 @@ def test_a_bad_list_parameter_is_refused(url: str, query: str, naming: str) -> N
 
 @pytest.mark.parametrize("namespace", ["", "Upper", "a/b", "-x", "x" * 65])
 def test_a_bad_namespace_is_refused(url: str, namespace: str) -> None:
-    response = httpx.delete(
-        f"{url}/agents/assistant/memory/k", params={"namespace": namespace}
-    )
+    response = httpx.delete(f"{url}/agents/assistant/memory/k", params={"namespace": namespace})
     assert_refused(response, "namespace")
 
 
