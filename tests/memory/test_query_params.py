@@ -12,8 +12,10 @@ import pytest
 
 from agentkeel.server import create_app
 from e2e import serve_in_thread
-from memory.test_served import TELL, framework, send
 
+TELL = "Remember for next time that my favourite colour is blue"
+
+TOOLS = ["agentkeel.tools:remember", "agentkeel.tools:recall"]
 BAD_LISTS = [
     ("limit=0", "limit"),
     ("limit=201", "limit"),
@@ -29,8 +31,12 @@ BAD_LISTS = [
 
 @pytest.fixture
 def url(tmp_path: Path) -> Iterator[str]:
-    document = framework()
-    document["sessionDir"] = str(tmp_path / "sessions")
+    document = {
+        "agents": {"assistant": {"model": {"provider": "demo"}, "tools": TOOLS}},
+        "sessionDir": str(tmp_path / "sessions"),
+        "memory": {"store": "file", "embeddings": "offline"},
+        "server": {"shutdownTimeoutSeconds": 5},
+    }
     with serve_in_thread(create_app(document)) as served:
         yield served
 
@@ -56,7 +62,8 @@ def test_a_bad_namespace_is_refused(url: str, namespace: str) -> None:
 
 
 def test_good_parameters_page_search_and_delete(url: str) -> None:
-    send(url, TELL)
+    told = httpx.post(f"{url}/agents/assistant/send", json={"message": TELL}, timeout=60)
+    assert told.status_code == 200 and told.json()["toolCalls"] == ["remember"], told.text
     memory = f"{url}/agents/assistant/memory"
     page = httpx.get(memory, params={"limit": "1", "utm_source": "ignored"})
     assert page.status_code == 200, page.text
