@@ -47,6 +47,7 @@ from agentkeel.multiagent.definition import swarm_factory
 from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.output import OutputType
 from agentkeel.runtime.coordination_registry import coordination_url
+from agentkeel.runtime.limits_registry import limit_counters_url
 from agentkeel.server_settings import A2ASettings, LimitSettings, Retention, ServerSettings
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.configured import configured_stores
@@ -151,7 +152,8 @@ class FrameworkLoader:
         if (grpc_port := config.a2a.grpc_port) and grpc_port == config.port:
             raise self.error("server.a2a.grpcPort", f"{grpc_port} is server.port already")
         a2a = A2ASettings(**config.a2a.model_dump())
-        limits = LimitSettings(**config.limits.model_dump())
+        counters = limit_counters_url(config.limits.counters, self.error)
+        limits = LimitSettings(**config.limits.model_dump(exclude={"counters"}), counters=counters)
         return ServerSettings(**fields, cors=tuple(config.cors), auth=auth, a2a=a2a, limits=limits)
 
     def stores(self, parsed: FrameworkFile) -> tuple[SessionStorage, Checkpointer]:

@@ -174,6 +174,7 @@ class LimitsConfig(StrictConfig):
     max_message_bytes: int | None = Field(default=None, ge=1)
     stream_stall_seconds: float = Field(default=30.0, gt=0)
     body_timeout_seconds: float = Field(default=30.0, gt=0)
+    counters: str | EnvSecret | None = None
 
 
 class ServerConfig(StrictConfig):

@@ -54,6 +54,9 @@ class LimitSettings:
     full this long (its run goes on, and keeps its frames for a reconnect)."""
     body_timeout_seconds: float = 30.0
     """A request body must arrive whole within this long, or ``408 request_timeout``."""
+    counters: str | None = field(default=None, repr=False)  # a URL may hold a password
+    """Where the counts live, as a URL (`agentkeel.runtime.limits_registry`); None:
+    the coordination's own backend."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,7 +12,9 @@ from agentkeel.errors import ConfigurationError
 from agentkeel.framework import load_framework
 from agentkeel.runtime.coordination_registry import open_coordination
 from agentkeel.runtime.pg_lease import PostgresRunLease
+from agentkeel.runtime.quotas import InProcessLimitCounters
 from agentkeel.runtime.redis_fanout import RedisStreams
+from agentkeel.runtime.redis_quotas import RedisLimitCounters
 from agentkeel.server.serve import run_serve
 
 
@@ -72,6 +74,26 @@ def test_a_redis_coordination_keeps_the_lease_in_the_storages_database(tmp_path:
     assert isinstance(coordination.fanout, RedisStreams)
     assert coordination.fanout.prefix == "app:"
     assert "prefix" not in coordination.fanout.url and "lease" not in coordination.fanout.url
+    assert isinstance(coordination.limits, RedisLimitCounters), "replicas share the limits"
+    assert coordination.limits.prefix == "app:"
+
+
+def test_server_limits_counters_override_the_coordinations(tmp_path: Path) -> None:
+    """A PostgreSQL-only coordination counts in this process unless counters name Redis."""
+    url = "postgresql://app@127.0.0.1:5432/agents"
+    limits = {"counters": "redis://127.0.0.1:6379/4?prefix=lim:"}
+    framework = load_framework(_write(tmp_path, storage=url, coordination=url))
+    alone = open_coordination(framework.coordination, framework.storage, framework.retention)
+    assert isinstance(alone.limits, InProcessLimitCounters)
+    path = _write(tmp_path, storage=url, coordination=url, server={"limits": limits})
+    framework = load_framework(path)
+    shared = open_coordination(
+        framework.coordination,
+        framework.storage,
+        framework.retention,
+        limits=framework.server.limits.counters,
+    )
+    assert isinstance(shared.limits, RedisLimitCounters) and shared.limits.prefix == "lim:"
 
 
 def test_a_bad_lease_duration_is_refused(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from agentkeel.messages import JSONValue
 __all__ = [
     "DEFAULT_NAMESPACE",
     "MAX_TEXT_CHARS",
+    "NAMESPACE_PATTERN",
     "MemoryItem",
     "MemoryMatch",
     "MemoryPage",
@@ -43,6 +44,8 @@ MAX_TEXT_CHARS = 10_000
 
 _KEY = re.compile(r"^[^\x00-\x1f/\\]{1,200}$")
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+NAMESPACE_PATTERN = _NAMESPACE.pattern
+"""What a namespace may be: lower-case letters, digits and ``_.-``, up to 64."""
 
 
 def validate_key(key: object) -> str:

@@ -13,17 +13,17 @@ missing driver is a ConfigurationError naming the extra to install.
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from agentkeel.errors import ConfigurationError
 from agentkeel.runtime.coordination import Coordination, in_process_coordination
+from agentkeel.runtime.limits_registry import open_limit_counters
 from agentkeel.server_settings import Retention
 from agentkeel.storage.base import SessionStorage
-from agentkeel.storage.configured import EnvReference
+from agentkeel.storage.configured import EnvReference, scheme_url
 from agentkeel.storage.registry import Backend
 
 __all__ = [
@@ -62,14 +62,7 @@ def coordination_url(
     """
     if value is None:
         return None
-    url = value if isinstance(value, str) else os.environ.get(value.env) or ""
-    if not url:
-        name = "" if isinstance(value, str) else value.env
-        raise refuse("coordination.env", f"environment variable {name} is not set")
-    scheme = url.partition(":")[0].lower()
-    if scheme not in _BACKENDS:
-        known = ", ".join(sorted(f"'{name}://…'" for name in _BACKENDS))
-        raise refuse("coordination", f"unknown coordination scheme {scheme!r}; use {known}")
+    url, scheme = scheme_url(value, "coordination", _BACKENDS, refuse)
     if not _shared(storage):
         raise refuse(
             "coordination",
@@ -87,27 +80,26 @@ def _shared(storage: SessionStorage) -> bool:
 
 
 def open_coordination(
-    url: str | None, storage: SessionStorage, retention: Retention
+    url: str | None, storage: SessionStorage, retention: Retention, *, limits: str | None = None
 ) -> Coordination[Any]:
     """The coordination `url` names (in this process for None); not connected yet.
+
+    `limits` is ``server.limits.counters``: where the limits count, when not in the
+    coordination's own backend (`agentkeel.runtime.limits_registry`).
 
     Raises:
         ConfigurationError: The backend's driver is not installed (with the pip line).
     """
+    coordination: Coordination[Any]
     if url is None:
-        return in_process_coordination(storage, retention=retention.events)
-    scheme = url.partition(":")[0].lower()
-    backend = _BACKENDS[scheme]
-    module_name, _, attribute = backend.target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        hint = "" if backend.extra is None else f"; pip install 'agentkeel[{backend.extra}]'"
-        raise ConfigurationError(
-            f"coordination backend {scheme!r} is not available: it needs {exc.name!r}{hint}"
-        ) from exc
-    factory: Factory = getattr(module, attribute)
-    return factory(url, storage, retention)
+        coordination = in_process_coordination(storage, retention=retention.events)
+    else:
+        scheme = url.partition(":")[0].lower()
+        factory: Factory = _BACKENDS[scheme].load(f"coordination backend {scheme!r}")
+        coordination = factory(url, storage, retention)
+    if limits is None:
+        return coordination
+    return replace(coordination, limits=open_limit_counters(limits))
 
 
 @asynccontextmanager
@@ -115,7 +107,8 @@ async def coordination_running(coordination: Coordination[Any]) -> AsyncIterator
     """Connect every part that connects (``running()``), and close them on exit."""
     async with AsyncExitStack() as stack:
         seen: set[int] = set()
-        for part in (coordination.lease, coordination.fanout, coordination.idempotency):
+        parts = (coordination.lease, coordination.fanout, coordination.idempotency)
+        for part in (*parts, coordination.limits):
             running = getattr(part, "running", None)
             if callable(running) and id(part) not in seen:
                 seen.add(id(part))
@@ -126,7 +119,7 @@ async def coordination_running(coordination: Coordination[Any]) -> AsyncIterator
 async def coordination_health(coordination: Coordination[Any]) -> dict[str, str]:
     """What is degraded in the coordination now, by part (empty: nothing)."""
     found: dict[str, str] = {}
-    for name in ("lease", "fanout", "idempotency"):
+    for name in ("lease", "fanout", "idempotency", "limits"):
         health = getattr(getattr(coordination, name), "health", None)
         if callable(health):
             try:

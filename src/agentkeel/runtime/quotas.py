@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["InProcessLimitCounters"]
+__all__ = ["InProcessLimitCounters", "from_url"]
 
 
 class InProcessLimitCounters:
@@ -66,3 +66,8 @@ class InProcessLimitCounters:
         for name in stale:
             del self._events[name]
         return len(stale)
+
+
+def from_url(url: str) -> InProcessLimitCounters:
+    """``memory:`` (the registry's factory): counted in this process alone."""
+    return InProcessLimitCounters()

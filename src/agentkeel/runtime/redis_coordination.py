@@ -23,6 +23,7 @@ from agentkeel.runtime.job_claims import RunJobClaims
 from agentkeel.runtime.pg_lease import DEFAULT_LEASE_SECONDS, PostgresRunLease
 from agentkeel.runtime.redis_claims import RedisClaimTable
 from agentkeel.runtime.redis_fanout import RedisStreams
+from agentkeel.runtime.redis_quotas import RedisLimitCounters
 from agentkeel.runtime.shared_claims import SharedClaims
 from agentkeel.server_settings import Retention
 from agentkeel.storage.base import SessionStorage
@@ -74,4 +75,5 @@ def from_url(url: str, storage: SessionStorage, retention: Retention) -> Coordin
         idempotency=claims,
         lease_ttl=lease_seconds(url, ours),
         fenced=True,
+        limits=RedisLimitCounters(lambda: fanout.redis, prefix=prefix),
     )

@@ -45,6 +45,7 @@ __all__ = [
     "error_body",
     "event_frame",
     "failed_done_frame",
+    "first_error",
     "interrupt_json",
     "parse_send_request",
     "send_result",
@@ -154,10 +155,16 @@ def parse_send_request(body: object) -> SendRequest:
     try:
         return SendRequest.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-        raise InvalidRequestError(f"{where}: {message}" if where else message) from None
+        raise InvalidRequestError(first_error(exc)) from None
+
+
+def first_error(exc: ValidationError) -> str:
+    """The first offending field of `exc` and what is wrong with it (never the input)."""
+    first = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    message = message.removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 def interrupt_json(item: Interrupt) -> JSONObject:

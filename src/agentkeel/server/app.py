@@ -157,7 +157,12 @@ def create_app(source: FrameworkSource, *, routes: list[BaseRoute] | None = None
         ConfigurationError: The framework is invalid (naming the key and the file).
     """
     framework = source if isinstance(source, Framework) else load_framework(source)
-    coordination = open_coordination(framework.coordination, framework.storage, framework.retention)
+    coordination = open_coordination(
+        framework.coordination,
+        framework.storage,
+        framework.retention,
+        limits=framework.server.limits.counters,
+    )
     runtime = ServerRuntime(_observed(framework), coordination)
     settings = framework.server
     sweeper = RetentionSweeper(

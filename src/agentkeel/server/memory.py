@@ -14,16 +14,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentkeel.auth_settings import PRINCIPAL
-from agentkeel.memory.errors import (
-    EmbeddingError,
-    EmbeddingMismatchError,
-    InvalidMemoryKeyError,
-)
+from agentkeel.memory.errors import EmbeddingError, EmbeddingMismatchError
 from agentkeel.memory.memory import AgentMemory
-from agentkeel.memory.records import DEFAULT_NAMESPACE, MemoryItem
+from agentkeel.memory.records import MemoryItem
 from agentkeel.messages import JSONObject
 from agentkeel.runtime.runs import ServerRuntime
 from agentkeel.server.errors import AgentNotFoundError, HTTPError
+from agentkeel.server.memory_query import MemoryItemQuery, MemoryListQuery, parse_query
 
 __all__ = ["memory_routes"]
 
@@ -81,15 +78,6 @@ def item_json(item: MemoryItem) -> JSONObject:
     }
 
 
-def _limit(request: Request, default: int, most: int) -> int:
-    raw = request.query_params.get("limit")
-    if raw is None:
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= most:
-        raise InvalidMemoryKeyError(f"limit must be an integer from 1 to {most}")
-    return int(raw)
-
-
 def _translated(exc: Exception) -> HTTPError:
     if isinstance(exc, EmbeddingMismatchError):
         return EmbeddingMismatchHTTPError(exc.message)
@@ -101,15 +89,13 @@ def _translated(exc: Exception) -> HTTPError:
 async def list_memory(request: Request) -> Response:
     """``GET /agents/{name}/memory``: a page of the caller's items, or matches for ``q``."""
     memory = _memory(request)
-    query = request.query_params.get("q")
+    query = parse_query(request, MemoryListQuery)
     try:
-        if query is not None:
-            matches = await memory.recall(query, limit=_limit(request, 10, 50), namespace=None)
+        if query.q is not None:
+            matches = await memory.recall(query.q, limit=query.limit or 10, namespace=None)
             items = [{**item_json(m.item), "score": round(m.score, 4)} for m in matches]
             return JSONResponse({"items": items, "nextCursor": None})
-        page = await memory.page(
-            cursor=request.query_params.get("cursor"), limit=_limit(request, 50, 200)
-        )
+        page = await memory.page(cursor=query.cursor, limit=query.limit or 50)
     except (EmbeddingError, EmbeddingMismatchError) as exc:
         raise _translated(exc) from None
     body = {"items": [item_json(i) for i in page.items], "nextCursor": page.next_cursor}
@@ -119,8 +105,8 @@ async def list_memory(request: Request) -> Response:
 async def delete_item(request: Request) -> Response:
     """``DELETE /agents/{name}/memory/{key}``: forget one item; ``204``."""
     memory = _memory(request)
-    namespace = request.query_params.get("namespace", DEFAULT_NAMESPACE)
-    if not await memory.forget(str(request.path_params["key"]), namespace=namespace):
+    query = parse_query(request, MemoryItemQuery)
+    if not await memory.forget(str(request.path_params["key"]), namespace=query.namespace):
         raise MemoryNotFoundHTTPError("nothing is remembered under this key")
     return Response(status_code=204)
 

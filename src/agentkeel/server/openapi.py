@@ -26,8 +26,17 @@ from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.runtime.wire import ForkRequest, SendRequest
 from agentkeel.server import openapi_models as out
 from agentkeel.server.error_codes import error_codes
+from agentkeel.server.memory_query import MemoryItemQuery, MemoryListQuery
 from agentkeel.server.openapi_conversations import conversation_paths
-from agentkeel.server.openapi_parts import CONTEXT_ID, REF, json_body, ok, operation, param
+from agentkeel.server.openapi_parts import (
+    CONTEXT_ID,
+    REF,
+    json_body,
+    ok,
+    operation,
+    param,
+    query_params,
+)
 
 __all__ = ["build_document", "openapi_endpoint"]
 
@@ -101,7 +110,6 @@ def _sse(summary: str) -> dict[str, Any]:
 def _native(codes: dict[str, tuple[int, str]], name: dict[str, Any]) -> dict[str, Any]:
     agent = param("name", "path", name, True)
     context = param("context_id", "path", CONTEXT_ID, True)
-    limit = param("limit", "query", {"type": "string"}, False)
     ok_json = {"description": "ok"}
     return {
         "/agents": {"get": operation("the served agents", ok(ok_json, "AgentList"), codes)},
@@ -150,12 +158,7 @@ def _native(codes: dict[str, tuple[int, str]], name: dict[str, Any]) -> dict[str
                 "the caller's remembered items, or the matches of q",
                 ok(ok_json, "MemoryPage"),
                 codes,
-                params=[
-                    agent,
-                    limit,
-                    param("cursor", "query", {"type": "string"}, False),
-                    param("q", "query", {"type": "string"}, False),
-                ],
+                params=[agent, *query_params(MemoryListQuery)],
                 more=(409, 502),
             ),
             "delete": operation(
@@ -173,7 +176,7 @@ def _native(codes: dict[str, tuple[int, str]], name: dict[str, Any]) -> dict[str
                 params=[
                     agent,
                     param("key", "path", {"type": "string", "minLength": 1}, True),
-                    param("namespace", "query", {"type": "string"}, False),
+                    *query_params(MemoryItemQuery),
                 ],
             )
         },

@@ -11,7 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["COMMON", "CONTEXT_ID", "REF", "errors", "json_body", "ok", "operation", "param"]
+from pydantic import BaseModel
+
+__all__ = [
+    "COMMON",
+    "CONTEXT_ID",
+    "REF",
+    "errors",
+    "json_body",
+    "ok",
+    "operation",
+    "param",
+    "query_params",
+]
 
 REF = "#/components/schemas/{model}"
 CONTEXT_ID = {
@@ -43,6 +55,20 @@ def errors(statuses: Iterable[int], codes: dict[str, tuple[int, str]]) -> dict[s
 def param(name: str, where: str, schema: dict[str, Any], required: bool) -> dict[str, Any]:
     """An OpenAPI parameter object."""
     return {"name": name, "in": where, "required": required, "schema": schema}
+
+
+def query_params(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """The query parameters of `model` (its fields), with the schema that checks them."""
+    schema = model.model_json_schema()
+    required = set(schema.get("required", ()))
+    found = []
+    for name, field in schema.get("properties", {}).items():
+        kept = {k: v for k, v in field.items() if k not in ("title", "default")}
+        options = [o for o in kept.pop("anyOf", ()) if o.get("type") != "null"]
+        found.append(
+            param(name, "query", {**kept, **(options[0] if options else {})}, name in required)
+        )
+    return found
 
 
 def ok(base: dict[str, Any], ref: str, status: int = 200) -> dict[str, Any]:

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -19,7 +19,7 @@ from agentkeel.errors import ConfigurationError
 from agentkeel.storage.base import SessionStorage
 from agentkeel.storage.registry import open_storage
 
-__all__ = ["EnvReference", "configured_stores"]
+__all__ = ["EnvReference", "configured_stores", "env_url", "scheme_url"]
 
 
 @runtime_checkable
@@ -36,6 +36,28 @@ Refuse = Callable[[str, str], ConfigurationError]
 """Makes the error for (key path, message), naming the file too."""
 
 
+def env_url(value: str | EnvReference, key: str, refuse: Refuse) -> str:
+    """The URL `value` holds or names (``{"env": …}``); an unset variable is refused at `key`."""
+    if isinstance(value, str):
+        return value
+    url = os.environ.get(value.env) or ""
+    if not url:
+        raise refuse(f"{key}.env", f"environment variable {value.env} is not set")
+    return url
+
+
+def scheme_url(
+    value: str | EnvReference, key: str, schemes: Collection[str], refuse: Refuse
+) -> tuple[str, str]:
+    """The URL `value` holds or names, and its scheme, which must be one of `schemes`."""
+    url = env_url(value, key, refuse)
+    scheme = url.partition(":")[0].lower()
+    if scheme not in schemes:
+        known = ", ".join(sorted(f"'{name}:…'" for name in schemes))
+        raise refuse(key, f"unknown {key.rpartition('.')[2]} scheme {scheme!r}; use {known}")
+    return url, scheme
+
+
 def configured_stores(
     *,
     storage: str | EnvReference | None,
@@ -47,11 +69,7 @@ def configured_stores(
     """The (storage, checkpointer) of a framework; memory for both when nothing is set."""
     if storage is not None and session_dir is not None:
         raise refuse("storage", "set either storage or sessionDir, not both")
-    url = storage if isinstance(storage, str) else "memory:"
-    if isinstance(storage, EnvReference):
-        url = os.environ.get(storage.env) or ""
-        if not url:
-            raise refuse("storage.env", f"environment variable {storage.env} is not set")
+    url = "memory:" if storage is None else env_url(storage, "storage", refuse)
     if session_dir is not None:
         url = f"file:{session_dir}"
     try:

@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentkeel.errors import ConfigurationError
 from agentkeel.storage.base import SessionStorage
@@ -32,6 +33,23 @@ class Backend:
 
     target: str
     extra: str | None = None
+
+    def load(self, what: str) -> Any:
+        """The factory `target` names, imported now.
+
+        Raises:
+            ConfigurationError: Its module (or its driver) is not installed; the message
+                starts with `what` and ends with the ``pip install`` to run.
+        """
+        module_name, _, attribute = self.target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            hint = "" if self.extra is None else f"; pip install 'agentkeel[{self.extra}]'"
+            raise ConfigurationError(
+                f"{what} is not available: it needs {exc.name!r}{hint}"
+            ) from exc
+        return getattr(module, attribute)
 
 
 _BACKENDS: dict[str, Backend] = {
