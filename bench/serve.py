@@ -362,6 +362,7 @@ def report(rows: list[Figures]) -> None:
         for scenario in SCENARIOS[1:]:
             ours = by_key.get((scenario, concurrency))
             name, target = (MEMORY, "1.3x") if scenario in BINDINGS else ("floor", "2x")
+            target = "2.5x" if scenario == POSTGRES else target
             base = by_key.get((name, concurrency))
             if ours is None or base is None:
                 continue
