@@ -4,7 +4,7 @@ The extras must land exactly when the commit does: on a saved session (the one-s
 path), on a new one (the locking transaction), on a cut, with a run record only; and a
 commit that the version or fence refuses must leave none of them behind. A served turn
 then stores its frames, ``done`` frame included, and its tokens, without writes of their
-own.
+own, and a budget counts the tokens of a run that has not saved yet.
 """
 
 from __future__ import annotations
@@ -15,13 +15,17 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentkeel import Agent, ScriptedModel, ScriptedToolCall, SessionManager
 from agentkeel.errors import ConcurrentWriteError
 from agentkeel.messages import Message
-from agentkeel.result import Usage
+from agentkeel.models.scripted import ScriptedTurn
+from agentkeel.result import RunStatus, Usage
 from agentkeel.storage import RunRecord, SessionKey
 from agentkeel.storage.bundled import BundledCommitStorage, CommitExtras
 from agentkeel.storage.postgres import PostgresStorage
 from agentkeel.storage.usage import utc_day
+from agentkeel.tools import tool
+from agentkeel.usage import TokenBudgets
 from e2e import ServerProcess, stream_turn, write_framework
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -40,7 +44,7 @@ def extras(body: bytes | None = None, usage: Usage = CALL) -> CommitExtras:
     return CommitExtras(usage=usage, day=DAY, frames=frames)
 
 
-def record(run_id: str, status: str = "completed") -> RunRecord:
+def record(run_id: str, status: RunStatus = "completed") -> RunRecord:
     return RunRecord(run_id=run_id, status=status, input="q", started_at=1.0, ended_at=2.0)
 
 
@@ -163,3 +167,35 @@ async def test_a_served_turn_stores_its_frames_and_tokens_with_its_commit(
     assert await pg_storage.context_usage(key) == spent
     assert await pg_storage.principal_usage(None, utc_day()) == spent
     assert await pg_storage.version(key) == 2
+
+
+@tool
+def step() -> str:
+    """Do one more step."""
+    return "done"
+
+
+async def test_a_budget_sees_the_tokens_a_run_has_not_written_yet(
+    pg_storage: PostgresStorage,
+) -> None:
+    call = Usage(input_tokens=10, output_tokens=5)
+    model = ScriptedModel(
+        [
+            ScriptedTurn(tool_calls=[ScriptedToolCall("step")], usage=call),
+            ScriptedTurn(text="over the budget", usage=call),
+        ]
+    )
+    agent = Agent(
+        model,
+        tools=[step],
+        session_manager=SessionManager("chat:ctx-budget", pg_storage),
+        budgets=TokenBudgets(tokens_per_context=15),
+    )
+    result = await agent.invoke_async("go")
+    assert result.error is not None and result.error.code == "budget_exceeded"
+    assert len(model.requests) == 1  # the first call's tokens, unsaved then, stopped the second
+    key = SessionKey(definition="chat", context_id="ctx-budget")
+    assert await pg_storage.context_usage(key) == call  # written with the run's save
+    assert await pg_storage.principal_usage(None, utc_day()) == call
+    assert agent.session_manager is not None
+    assert agent.session_manager.unsaved.usage == Usage()
