@@ -19,10 +19,19 @@ import psycopg
 from psycopg import sql
 
 from agentkeel.messages import JSONObject, Message
+from agentkeel.result import Usage
 from agentkeel.storage import RunRecord, SessionKey
+from agentkeel.storage.bundled import CommitExtras
 from agentkeel.storage.postgres import PostgresStorage
 
 __all__ = ["CountingForwarder", "bench_postgres", "through"]
+
+FRAMES = b"".join(
+    b'id: %d\ndata: {"contextId":"ctx","runId":"run-1","event":{"type":"token","text":"tok "}}\n\n'
+    % index
+    for index in range(1, 52)
+)
+"""The retained frames of a 50-token turn, about the size a served turn stores."""
 
 
 class CountingForwarder:
@@ -116,12 +125,22 @@ async def bench_postgres(
                     ended_at=time.time(),
                     text="done",
                 )
+                extras = CommitExtras(
+                    usage=Usage(input_tokens=1_200, output_tokens=150),
+                    day="2026-12-01",
+                    frames=(run.run_id, FRAMES),
+                )
                 before = forwarder.sends
                 start = time.perf_counter()
-                await storage.append(key, batch, state_for(100_000 + round_index), run=run)
+                await storage.append_bundled(
+                    key, batch, state_for(100_000 + round_index), run=run, extras=extras
+                )
                 saves[size].append(time.perf_counter() - start)
                 trips.append(forwarder.sends - before)
-        print(f"  save one turn (2 messages + state + run record), median of {rounds}:")
+        print(
+            f"  save one turn (2 messages + state + run record + tokens + {len(FRAMES):,}"
+            f" bytes of frames, as a served turn does), median of {rounds}:"
+        )
         for size in sizes:
             print(
                 f"    history {size:>6,} messages: {_median_ms(saves[size]):7.3f} ms"
@@ -134,7 +153,7 @@ async def bench_postgres(
             f" (target <= 1.3: {verdict})"
         )
         print(
-            f"  round trips per save (append with its run record), median:"
+            f"  round trips per save (append_bundled: record, tokens, frames), median:"
             f" {statistics.median(trips):.0f}, most: {max(trips)}"
         )
         with psycopg.connect(url) as conn:

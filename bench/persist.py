@@ -189,6 +189,9 @@ async def bench(root: Path, rounds: int, postgres: str) -> None:
     files = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
     print(f"files per session (any length): {len(files)} {files}")
     if postgres:
+        import sys
+
+        sys.path.append(str(Path(__file__).resolve().parent))  # `make bench` runs with -P
         from _postgres import bench_postgres
 
         file_ms = {size: median_ms(ran[size]) for size in SIZES}

@@ -30,8 +30,9 @@ generator keeps the machine. Without /proc (not Linux) CPU is reported as n/a.
 With PostgreSQL (``--postgres URL``, default: the local server's ``test`` database when
 one listens) the ak-postgres row runs on PostgresStorage, with the postmaster's CPU per
 turn beside it (every ``postgres`` process, from /proc), and a server of its own then
-counts PostgreSQL round trips per plain turn through a loopback forwarder (each burst
-the server sends after an answer is one trip), apart from the CPU figures.
+counts PostgreSQL round trips per plain, tool and approval turn through a loopback
+forwarder (each burst the server sends after an answer is one trip; bench/_trips.py),
+apart from the CPU figures.
 
 Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH]``. Prints numbers and
 the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL); never asserts.
@@ -42,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,6 +66,8 @@ AI_SDK = "ak-ai-sdk"
 BINDINGS = (OPENAI, AGUI, AI_SDK)
 """Scenarios served by the ak-memory server, through another binding."""
 SCENARIOS = ("floor", "agentkeel", MEMORY, POSTGRES, *BINDINGS)
+TRIPS = "ak-postgres-trips"
+"""Served only to count round trips (`_trips.trips_app`), never measured for CPU."""
 POSTGRES_ENV = "AGENTKEEL_BENCH_POSTGRES"
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 TOKENS = 50
@@ -136,12 +138,16 @@ def serve(kind: str, folder: Path) -> None:
 
     import uvicorn
 
-    postgres = os.environ.get(POSTGRES_ENV, "") if kind == POSTGRES else ""
-    app = (
-        floor_app()
-        if kind == "floor"
-        else agentkeel_app(folder, memory=kind in (MEMORY, *BINDINGS), postgres=postgres)
-    )
+    postgres = os.environ.get(POSTGRES_ENV, "") if kind in (POSTGRES, TRIPS) else ""
+    if kind == TRIPS:
+        sys.path.append(str(Path(__file__).resolve().parent))  # after the a2a SDK
+        from _trips import trips_app
+
+        app = trips_app(postgres)
+    elif kind == "floor":
+        app = floor_app()
+    else:
+        app = agentkeel_app(folder, memory=kind in (MEMORY, *BINDINGS), postgres=postgres)
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         host="127.0.0.1",
@@ -313,43 +319,28 @@ def measure(kind: str, folder: Path, concurrency: int, turns: int) -> Figures:
         process.wait(timeout=30)
 
 
-def count_trips(url: str, folder: Path) -> tuple[float, int]:
-    """PostgreSQL round trips per plain turn of a warm context (median), and of a new one."""
+def count_trips(url: str, folder: Path) -> Any:
+    """PostgreSQL round trips per kind of turn (`_trips.TripCounts`), on a server of its own."""
     from urllib.parse import urlsplit
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # `make bench` runs with -P
     from _postgres import CountingForwarder, through
+    from _trips import count_turns
 
     parts = urlsplit(url)
     forwarder = CountingForwarder(parts.hostname or "127.0.0.1", parts.port or 5432)
     previous = os.environ[POSTGRES_ENV]
     os.environ[POSTGRES_ENV] = through(url, forwarder)
     try:
-        process, server = start_server(POSTGRES, folder / "trips")
+        process, server = start_server(TRIPS, folder / "trips")
         try:
-            return anyio.run(_trips, server, forwarder)
+            return anyio.run(count_turns, server, lambda: forwarder.sends)
         finally:
             process.terminate()
             process.wait(timeout=30)
     finally:
         os.environ[POSTGRES_ENV] = previous
         forwarder.close()
-
-
-async def _trips(url: str, forwarder: Any) -> tuple[float, int]:
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        for _ in range(5):
-            await one_turn(client, "ctx-trips")
-        await anyio.sleep(0.2)
-        counts = []
-        for _ in range(20):
-            before = forwarder.sends
-            await one_turn(client, "ctx-trips")
-            await anyio.sleep(0.05)  # the forwarder's threads count after the bytes pass
-            counts.append(forwarder.sends - before)
-        before = forwarder.sends
-        await one_turn(client, "ctx-trips-new")
-        await anyio.sleep(0.05)
-        return statistics.median(counts), forwarder.sends - before
 
 
 def report(rows: list[Figures]) -> None:
@@ -371,6 +362,7 @@ def report(rows: list[Figures]) -> None:
         for scenario in SCENARIOS[1:]:
             ours = by_key.get((scenario, concurrency))
             name, target = (MEMORY, "1.3x") if scenario in BINDINGS else ("floor", "2x")
+            target = "2.5x" if scenario == POSTGRES else target
             base = by_key.get((name, concurrency))
             if ours is None or base is None:
                 continue
@@ -393,7 +385,7 @@ def main() -> None:
     parser.add_argument(
         "--only", default="", help="comma-separated scenarios to run (default: all of them)"
     )
-    parser.add_argument("--serve", choices=SCENARIOS, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=(*SCENARIOS, TRIPS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.dir)
@@ -419,10 +411,9 @@ def main() -> None:
     print(f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {os.cpu_count()} CPUs")
     report(rows)
     if trips is not None:
-        print(
-            f"PostgreSQL round trips per plain turn: {trips[0]:.0f} (median of 20, warm"
-            f" context; target <= 2); the first turn of a new context: {trips[1]}"
-        )
+        from _trips import report_trips
+
+        report_trips(trips)
     transcript_rows(postgres, f"{schema}_pages")
 
 

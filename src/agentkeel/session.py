@@ -14,6 +14,10 @@ Write order, chosen so that a crash between two writes is safe:
 - a suspension: the new checkpoint, then the run record, then the older checkpoint is
   deleted.
 
+On a storage that bundles a commit's writes (`BundledCommitStorage`), the run's token
+counts and (handed over by the server, `CommitFrames`) its retained frames go in the
+same statement as the save: a plain turn's save is one round trip.
+
 The manager remembers the session version it loaded or last wrote, and every save
 passes it (and the lease's fencing token, `fence`, when a runtime set one) to storage:
 a save based on a conversation another process moved on is refused with
@@ -35,15 +39,23 @@ from agentkeel.checkpoint.base import Checkpoint, Checkpointer
 from agentkeel.errors import ConcurrentWriteError, CorruptSessionError
 from agentkeel.ids import new_checkpoint_id
 from agentkeel.keys import SessionKey
-from agentkeel.messages import JSONObject, JSONValue, Message
-from agentkeel.result import AgentResult, ErrorInfo, RunResultFront, Usage
-from agentkeel.result import stop_reason as reason_of
+from agentkeel.messages import JSONObject, Message
+from agentkeel.result import AgentResult, ErrorInfo, Usage
 from agentkeel.run_state import RunState
+from agentkeel.session_records import CommitFrames, bundles, keeps_usage, run_record
 from agentkeel.storage.base import IncrementalLoadStorage, RunRecord, SessionStorage
+from agentkeel.storage.bundled import BundledCommitStorage, CommitExtras
 from agentkeel.storage.usage import UsageStorage, utc_day
-from agentkeel.usage import TokenBudgets, UsageMeter
+from agentkeel.usage import TokenBudgets, UnsavedUsage, UsageMeter
 
-__all__ = ["LOST_TURN", "RestoredSession", "SessionHome", "SessionManager", "run_record"]
+__all__ = [
+    "LOST_TURN",
+    "CommitFrames",
+    "RestoredSession",
+    "SessionHome",
+    "SessionManager",
+    "run_record",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +126,10 @@ class SessionManager:
         self._held: tuple[int, str | None] | None = None
         """(message count, last message id) of the stored history at `version`, while the
         caller's history is known to be it: what `restore` catches up from."""
+        self.done_frames: CommitFrames | None = None
+        """The server's frames of the current run, saved with it (set by a runtime)."""
+        self.unsaved = UnsavedUsage()
+        """Tokens of model calls not stored yet (they go with the run's save)."""
         self._checkpoint_id: str | None = None
 
     @property
@@ -199,51 +215,95 @@ class SessionManager:
         state: JSONObject | None,
         rewrite: bool,
         cut: int | None = None,
-    ) -> None:
+        frames: tuple[str, bytes] | None = None,
+    ) -> bool:
         """Save a run that ended: record, history and state together, then drop its checkpoint.
 
         `state` is None when the AgentState did not change, and then the stored state is
         kept as it is, also by a rewrite (SPEC guarantee 12). With `rewrite`, the whole
         `history` replaces the stored one (a trim); otherwise `new_messages` are appended,
         after cutting the stored history to its first `cut` messages when `cut` is set
-        (an edit or a regenerate: the cut commits with the turn).
+        (an edit or a regenerate: the cut commits with the turn). On a storage that
+        bundles, the unsaved token counts and `frames` (run id, body) go in the same
+        statement; returns whether `frames` were stored.
 
         Raises:
             ConcurrentWriteError: Another writer moved the session on since it was
                 loaded; nothing of this turn's history was stored.
         """
         self._held = None  # until the save is known to have landed
+        storage = self.storage
+        extras = self._extras(frames)
         try:
-            if rewrite:
-                self.version = await self.storage.rewrite(
-                    self.key,
-                    history,
-                    state,
-                    expected_version=self.version,
-                    fence=self.fence,
-                    run=record,
-                )
+            if rewrite or extras is None:
+                await self._store_usage()
+                await self._save(record, new_messages, history, state, rewrite, cut)
+                extras = None
             elif new_messages or state is not None or cut is not None:
-                self.version = await self.storage.append(
-                    self.key,
-                    new_messages,
-                    state,
-                    expected_version=self.version,
-                    fence=self.fence,
-                    cut=cut,
-                    run=record,
-                )
+                bundled = cast(BundledCommitStorage, storage)
+                self.version = await bundled.append_bundled(
+                    self.key, new_messages, state, extras=extras,
+                    expected_version=self.version, fence=self.fence, cut=cut, run=record,
+                )  # fmt: skip
+                self.unsaved.take()
             else:
-                await self.storage.put_run(self.key, record)
+                await cast(BundledCommitStorage, storage).put_run_bundled(
+                    self.key, record, extras=extras
+                )
+                self.unsaved.take()
             self._held = (len(history), history[-1].id if history else None)
         except ConcurrentWriteError as exc:
             # the record said how the run ended; it must say the turn was lost instead
             lost = ErrorInfo(code=exc.code, message=LOST_TURN)
-            await self.storage.put_run(
+            await self._store_usage()  # the tokens were spent, saved or not
+            await storage.put_run(
                 self.key, replace(record, status="failed", error=lost, stop_reason="error")
             )
             raise
         await self._drop_checkpoint()
+        return extras is not None and extras.frames is not None
+
+    async def _save(
+        self,
+        record: RunRecord,
+        new_messages: Sequence[Message],
+        history: Sequence[Message],
+        state: JSONObject | None,
+        rewrite: bool,
+        cut: int | None,
+    ) -> None:
+        """The save of a storage that does not bundle (or of a rewrite)."""
+        if rewrite:
+            self.version = await self.storage.rewrite(
+                self.key, history, state,
+                expected_version=self.version, fence=self.fence, run=record,
+            )  # fmt: skip
+        elif new_messages or state is not None or cut is not None:
+            self.version = await self.storage.append(
+                self.key, new_messages, state,
+                expected_version=self.version, fence=self.fence, cut=cut, run=record,
+            )  # fmt: skip
+        else:
+            await self.storage.put_run(self.key, record)
+
+    def _extras(self, frames: tuple[str, bytes] | None) -> CommitExtras | None:
+        """What a bundled save writes beside the history; None when storage does not bundle."""
+        if not bundles(type(self.storage)):
+            return None
+        return CommitExtras(usage=self.unsaved.usage, day=utc_day(), frames=frames)
+
+    async def _store_usage(self) -> None:
+        """Write the unsaved token counts on their own (a save that does not carry them)."""
+        usage = self.unsaved.usage
+        if usage.total_tokens and isinstance(self.storage, UsageStorage):
+            await self.storage.add_usage(self.key, usage, day=utc_day())
+        self.unsaved.take()
+
+    def _frames_of(self, result: AgentResult) -> tuple[str, bytes] | None:
+        riding = self.done_frames
+        if riding is None or not bundles(type(self.storage)):
+            return None
+        return riding.frames(result)
 
     async def finish_turn(
         self,
@@ -267,14 +327,16 @@ class SessionManager:
         record = run_record(
             result, input=run.input, started_at=run.started_at, stop_reason=result.stop_reason
         )
+        frames = self._frames_of(result)
         try:
-            await self.save_finished(
+            stored = await self.save_finished(
                 record=record,
                 new_messages=new_messages,
                 history=history,
                 state=state,
                 rewrite=rewrite,
                 cut=None if rewrite else run.cut,
+                frames=frames,
             )
         except ConcurrentWriteError as exc:
             logger.warning("run=<%s> | turn not saved: %s", result.run_id, exc.message)
@@ -286,6 +348,8 @@ class SessionManager:
                 output=None,
                 error=ErrorInfo(code=exc.code, message=LOST_TURN),
             )
+        if stored and self.done_frames is not None:
+            self.done_frames.committed(result)
         return result
 
     async def save_suspended(self, *, run: RunState, result: AgentResult) -> None:
@@ -293,14 +357,25 @@ class SessionManager:
         record = run_record(
             result, input=run.input, started_at=run.started_at, stop_reason=result.stop_reason
         )
-        if self.checkpointer is None:
-            await self.storage.put_run(self.key, record)
-            return
         checkpoint = Checkpoint(
             id=new_checkpoint_id(), run_id=run.run_id, created_at=time.time(), payload=run.to_json()
         )
-        await self.checkpointer.put(self.key, checkpoint)
-        await self.storage.put_run(self.key, record)
+        if self.checkpointer is not None:
+            await self.checkpointer.put(self.key, checkpoint)
+        frames = self._frames_of(result)
+        extras = self._extras(frames)
+        if extras is None:
+            await self._store_usage()
+            await self.storage.put_run(self.key, record)
+        else:
+            await cast(BundledCommitStorage, self.storage).put_run_bundled(
+                self.key, record, extras=extras
+            )
+            self.unsaved.take()
+            if frames is not None and self.done_frames is not None:
+                self.done_frames.committed(result)
+        if self.checkpointer is None:
+            return
         previous, self._checkpoint_id = self._checkpoint_id, checkpoint.id
         if previous is not None and previous != checkpoint.id:
             await self.checkpointer.delete(self.key, previous)
@@ -312,8 +387,10 @@ class SessionManager:
 
     def meter(self, budgets: TokenBudgets) -> UsageMeter | None:
         """What meters a run's tokens: into this session's storage when it keeps usage."""
-        if _keeps_usage(type(self.storage)):
-            return UsageMeter(budgets, cast(UsageStorage, self.storage), self.key)
+        storage_type = type(self.storage)
+        if keeps_usage(storage_type):
+            unsaved = self.unsaved if bundles(storage_type) else None
+            return UsageMeter(budgets, cast(UsageStorage, self.storage), self.key, unsaved=unsaved)
         return UsageMeter(budgets) if budgets.any else None
 
     async def usage(self) -> Usage:
@@ -339,36 +416,7 @@ class SessionManager:
         self._checkpoint_id = None
 
 
-def run_record(
-    result: RunResultFront, *, input: JSONValue, started_at: float, stop_reason: str | None = None
-) -> RunRecord:
-    """The stored record of a run that ended or suspended (an agent's or a swarm's).
-
-    `stop_reason` is the model's (an AgentResult carries it); None takes the one the
-    status implies (a swarm run's).
-    """
-    return RunRecord(
-        run_id=result.run_id,
-        status=result.status,
-        input=input,
-        started_at=started_at,
-        ended_at=None if result.status == "suspended" else time.time(),
-        text=result.text,
-        tool_calls=result.tool_calls,
-        usage=result.usage,
-        error=result.error,
-        interrupts=result.interrupts,
-        stop_reason=reason_of(result.status) if stop_reason is None else stop_reason,
-    )
-
-
 @functools.cache
 def _catches_up(storage_type: type) -> bool:
     """Whether a storage class reads only what a cached history lacks (cached, as below)."""
     return issubclass(storage_type, IncrementalLoadStorage)
-
-
-@functools.cache
-def _keeps_usage(storage_type: type) -> bool:
-    """Whether a storage class keeps usage (cached: a Protocol check costs microseconds)."""
-    return issubclass(storage_type, UsageStorage)

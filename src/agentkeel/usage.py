@@ -7,6 +7,11 @@ every replica reading the same storage. A budget is checked before a call, never
 middle of one: a call that starts under budget finishes, so a run can end over its
 budget by at most the tokens of its last call.
 
+On a storage that bundles a commit's writes (`BundledCommitStorage`: PostgreSQL) the
+counts wait in an `UnsavedUsage` until the run is saved and go in the same statement as
+its history (no round trip of their own); the meter adds them to what it reads back, so
+a budget sees them. A process killed mid-run then loses that run's count with the run.
+
 Prices are optional and never built in (they change): a framework lists them per model
 per million tokens, and the cost of a run is computed from its usage when one is set.
 """
@@ -32,6 +37,7 @@ __all__ = [
     "PriceConfig",
     "TokenBudgets",
     "UsageMeter",
+    "UnsavedUsage",
     "UsagePolicy",
     "price_for",
     "seconds_until_utc_midnight",
@@ -163,6 +169,22 @@ def seconds_until_utc_midnight(now: float | None = None) -> int:
     return max(1, int(midnight - at + 0.999))
 
 
+class UnsavedUsage:
+    """Tokens counted but not stored yet: they go with the run's save (one statement)."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+    def add(self, usage: Usage) -> None:
+        """Count one model call."""
+        self.usage = self.usage + usage
+
+    def take(self) -> Usage:
+        """What was counted, which is then no longer this object's to save."""
+        usage, self.usage = self.usage, Usage()
+        return usage
+
+
 class UsageMeter:
     """The meter of one agent's runs: records calls in storage, enforces `budgets`.
 
@@ -171,6 +193,8 @@ class UsageMeter:
         storage: Where the totals live; None counts nothing beyond the run itself.
         key: The session the runs belong to (its principal owns the daily total).
         clock: Unix time, injectable so a test can cross midnight.
+        unsaved: Where calls are counted until their run's save writes them, instead
+            of one storage write per call (None writes each call at once).
     """
 
     def __init__(
@@ -180,11 +204,13 @@ class UsageMeter:
         key: SessionKey | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        unsaved: UnsavedUsage | None = None,
     ) -> None:
         self.budgets = budgets
         self._storage = storage if key is not None else None
         self._key = key
         self._clock = clock
+        self._unsaved = unsaved
 
     async def check(self, run_usage: Usage) -> None:
         """Raise BudgetExceededError when a budget is spent (see the module docstring)."""
@@ -194,16 +220,17 @@ class UsageMeter:
             raise BudgetExceededError(f"the run used its budget of {limit} tokens")
         if self._storage is None or self._key is None:
             return
+        waiting = 0 if self._unsaved is None else self._unsaved.usage.total_tokens
         limit = budgets.tokens_per_context
         if limit is not None:
             spent = await self._storage.context_usage(self._key)
-            if spent.total_tokens >= limit:
+            if spent.total_tokens + waiting >= limit:
                 raise BudgetExceededError(f"the conversation used its budget of {limit} tokens")
         limit = budgets.tokens_per_principal_per_day
         if limit is not None:
             now = self._clock()
             spent = await self._storage.principal_usage(self._key.principal, utc_day(now))
-            if spent.total_tokens >= limit:
+            if spent.total_tokens + waiting >= limit:
                 raise BudgetExceededError(
                     f"today's budget of {limit} tokens is used; it renews at midnight UTC",
                     retry_after=seconds_until_utc_midnight(now),
@@ -211,5 +238,7 @@ class UsageMeter:
 
     async def record(self, usage: Usage) -> None:
         """Add one model call's usage to the context's and the principal's totals."""
-        if self._storage is not None and self._key is not None and usage.total_tokens:
+        if self._unsaved is not None and usage.total_tokens:
+            self._unsaved.add(usage)
+        elif self._storage is not None and self._key is not None and usage.total_tokens:
             await self._storage.add_usage(self._key, usage, day=utc_day(self._clock()))

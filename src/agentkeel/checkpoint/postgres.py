@@ -22,6 +22,10 @@ from agentkeel.storage.postgres_pool import text_key, who
 
 __all__ = ["PostgresCheckpointer"]
 
+_SEQUENCE = '"sequence":0,'
+"""The sequence in a checkpoint's compact JSON: a top-level key's, as a quote inside a
+string is always escaped. The statement writes the row's sequence in its place."""
+
 
 class PostgresCheckpointer:
     """A Checkpointer over a `PostgresStorage`'s pool and schema.
@@ -34,36 +38,42 @@ class PostgresCheckpointer:
         self.storage = storage
 
     async def put(self, key: SessionKey, checkpoint: Checkpoint) -> int:
-        """Store `checkpoint` as the thread's latest; one statement, so one transaction."""
+        """Store `checkpoint` as the thread's latest; one statement (one round trip).
+
+        The session row's counter gives the sequence, which the same statement writes
+        into the document (`_SEQUENCE`), so nothing waits for it to come back first.
+        """
         require_key(key, "put")
         try:
             json.dumps(checkpoint.payload, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise StorageError(f"checkpoint is not JSON-serializable: {exc}") from exc
-        store = self.storage
-        async with store._connection() as conn, conn.transaction():
-            cursor = await conn.execute(
-                store._sql(
-                    "INSERT INTO {s}.sessions (principal, definition, context_id, created_at,"
-                    " updated_at, checkpoint_seq) VALUES (%s, %s, %s, %s, %s, 1)"
-                    " ON CONFLICT (principal, definition, context_id) DO UPDATE"
-                    " SET checkpoint_seq = {s}.sessions.checkpoint_seq + 1"
-                    " RETURNING id, checkpoint_seq"
-                ),
-                (*who(key), checkpoint.created_at, checkpoint.created_at),
-            )
-            row = await cursor.fetchone()
-            assert row is not None
-            session_id, sequence = int(row[0]), int(row[1])
-            body = encode_json(replace(checkpoint, sequence=sequence).to_json(), "checkpoint")
-            await conn.execute(
-                store._sql(
-                    "INSERT INTO {s}.checkpoints (session_id, checkpoint_id, sequence, body)"
-                    " VALUES (%s, %s, %s, %s::json) ON CONFLICT (session_id, checkpoint_id)"
-                    " DO UPDATE SET sequence = EXCLUDED.sequence, body = EXCLUDED.body"
-                ),
-                (session_id, text_key(checkpoint.id), sequence, body.decode("utf-8")),
-            )
+        body = encode_json(replace(checkpoint, sequence=0).to_json(), "checkpoint")
+        head, marker, tail = body.decode("utf-8").partition(_SEQUENCE)
+        assert marker, "a checkpoint document always has its sequence"
+        row = await self.storage._one(
+            "WITH owner AS (INSERT INTO {s}.sessions (principal, definition, context_id,"
+            " created_at, updated_at, checkpoint_seq) VALUES (%s, %s, %s, %s, %s, 1)"
+            " ON CONFLICT (principal, definition, context_id) DO UPDATE"
+            " SET checkpoint_seq = {s}.sessions.checkpoint_seq + 1"
+            " RETURNING id, checkpoint_seq)"
+            " INSERT INTO {s}.checkpoints (session_id, checkpoint_id, sequence, body)"
+            " SELECT id, %s, checkpoint_seq, (%s::text || checkpoint_seq || %s::text)::json"
+            " FROM owner"
+            " ON CONFLICT (session_id, checkpoint_id)"
+            " DO UPDATE SET sequence = EXCLUDED.sequence, body = EXCLUDED.body"
+            " RETURNING sequence",
+            (
+                *who(key),
+                checkpoint.created_at,
+                checkpoint.created_at,
+                text_key(checkpoint.id),
+                head + '"sequence":',
+                "," + tail,
+            ),
+        )
+        assert row is not None
+        sequence = int(row[0])
         return sequence
 
     async def latest(self, key: SessionKey) -> Checkpoint | None:

@@ -304,11 +304,12 @@ class RetainedStreams:
 
     async def persist(self, stream: RunStream, done: Frame) -> None:
         """Save the run's frames, `done` included, before `done` is published (best effort)."""
-        if not isinstance(self.storage, RunEventStorage):
+        body = self.retained_body(stream, done)
+        if body is None or not isinstance(self.storage, RunEventStorage):
             return
         channel = _own(stream)
         try:
-            await self.storage.put_frames(channel.key, channel.run_id, channel.to_bytes(done))
+            await self.storage.put_frames(channel.key, channel.run_id, body)
         except StorageError as exc:
             logger.warning(
                 "session=<%s>, run=<%s> | could not persist run events: %s",
@@ -316,6 +317,12 @@ class RetainedStreams:
                 channel.run_id,
                 exc.message,
             )
+
+    def retained_body(self, stream: RunStream, done: Frame) -> bytes | None:
+        """The body `persist` stores: every frame's SSE bytes and `done`'s, or None."""
+        if not isinstance(self.storage, RunEventStorage):
+            return None
+        return _own(stream).to_bytes(done)
 
 
 def _own(stream: RunStream) -> RunChannel:

@@ -203,6 +203,13 @@ class StreamFanout(Protocol):
         """Save the run's frames, `done` included, before `done` is published."""
         ...
 
+    def retained_body(self, stream: RunStream, done: Frame) -> bytes | None:
+        """What `persist` would store for `stream` and `done` (None: it stores nothing).
+
+        A save that bundles its writes stores this body itself, with the turn's commit.
+        """
+        ...
+
     def drop(self, key: SessionKey) -> None:
         """Forget the context's retained run (the context was deleted)."""
         ...

@@ -333,6 +333,10 @@ class SharedStreams:
         """Save the run's frames, `done` included, in storage before `done` is published."""
         await self.local.persist(stream, done)
 
+    def retained_body(self, stream: RunStream, done: Frame) -> bytes | None:
+        """What `persist` stores (the in-process fan-out's body)."""
+        return self.local.retained_body(stream, done)
+
     def drop(self, key: SessionKey) -> None:
         """Forget the context's latest run here and in the backend (it was deleted)."""
         self.local.drop(key)

@@ -35,6 +35,7 @@ from agentkeel.multiagent import SwarmResult
 from agentkeel.result import AgentResult
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
 from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, StreamFanout
+from agentkeel.runtime.done_frames import ride_with_commit
 from agentkeel.runtime.errors import ShuttingDownError
 from agentkeel.runtime.fencing import fence_commits
 from agentkeel.runtime.lost_runs import record_lost_run
@@ -295,6 +296,8 @@ class TurnRunner:
         def on_event(event: RunEvent) -> None:
             self._publish(job, event)
 
+        price = self.price(entry)
+        riding = ride_with_commit(entry.agent, self.streams, channel, job.key.context_id, price)
         try:
             result = await action(on_event=on_event, on_start=started)
         except AgentkeelError as exc:
@@ -308,10 +311,17 @@ class TurnRunner:
             logger.exception("session=<%s> | a turn failed unexpectedly", job.key.session_id)
             await self._fail(job, entry, "internal_error", "internal server error")
             return
+        finally:
+            if riding is not None:
+                riding.detach()
         if not isinstance(result, AgentResult | SwarmResult) or job.channel is None:
             raise RuntimeError("internal error: a run ended without a result or a start")
-        price = self.price(entry)
-        await self._finish(job, job.channel, done_frame(job.key.context_id, result, price=price))
+        stored = None if riding is None or isinstance(result, SwarmResult) else riding.done(result)
+        if stored is not None:  # persisted with the turn's commit
+            job.channel.append(stored)
+        else:
+            data = done_frame(job.key.context_id, result, price=price)
+            await self._finish(job, job.channel, data)
         job.result = send_result(job.key.context_id, result, price=price)
         self.metrics.runs.inc(definition, result.status)
         if (rewind := request.rewind()) is not None:

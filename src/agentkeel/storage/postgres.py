@@ -32,7 +32,14 @@ from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
 from agentkeel.storage._history import encode_json, encode_messages
 from agentkeel.storage.base import RunRecord, SessionSnapshot
+from agentkeel.storage.bundled import CommitExtras
 from agentkeel.storage.guard import check_commit
+from agentkeel.storage.postgres_bundled import (
+    extras_ctes,
+    extras_params,
+    put_extras_locked,
+    session_tokens,
+)
 from agentkeel.storage.postgres_extras import PostgresCapabilities
 from agentkeel.storage.postgres_pool import Row, redact, text_key, who
 from agentkeel.storage.postgres_retention import PostgresRetention
@@ -129,13 +136,35 @@ class PostgresStorage(
         the locking transaction, which creates the row or raises ConcurrentWriteError.
         A turn with a `cut` takes `PostgresTranscript._append_cut`'s transaction.
         """
+        return await self.append_bundled(
+            key, messages, state, extras=None, expected_version=expected_version,
+            fence=fence, cut=cut, run=run,
+        )  # fmt: skip
+
+    async def append_bundled(
+        self,
+        key: SessionKey,
+        messages: Sequence[Message],
+        state: JSONObject | None,
+        *,
+        extras: CommitExtras | None,
+        expected_version: int | None = None,
+        fence: int | None = None,
+        cut: int | None = None,
+        run: RunRecord | None = None,
+    ) -> int:
+        """`append`, with the turn's usage and frames in its statement (BundledCommitStorage).
+
+        The extras are more CTEs of the same statement (`postgres_bundled`), so a plain
+        turn's whole commit stays one round trip, and a refused one writes none of them.
+        """
         require_key(key, "append")
         bodies = [line.decode("utf-8") for line in encode_messages(messages)]
         encoded_state = None if state is None else encode_json(state).decode("utf-8")
         ran = run_columns(run)
         if cut is not None:
             checks = (expected_version, fence, cut)
-            return await self._append_cut(key, bodies, encoded_state, checks, ran)
+            return await self._append_cut(key, bodies, encoded_state, checks, ran, extras)
         fast = await self._one(
             "WITH moved AS (UPDATE {s}.sessions SET"
             "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
@@ -143,7 +172,8 @@ class PostgresStorage(
             "  state = coalesce(%(state)s::json, state),"
             "  message_count = message_count + %(n)s,"
             "  fence = greatest(fence, coalesce(%(fence)s::bigint, 0)), updated_at = %(now)s"
-            " WHERE principal = %(p)s AND definition = %(d)s AND context_id = %(c)s AND saved"
+            + session_tokens(extras)
+            + " WHERE principal = %(p)s AND definition = %(d)s AND context_id = %(c)s AND saved"
             "  AND (%(fence)s::bigint IS NULL OR fence <= %(fence)s::bigint)"
             "  AND (%(expected)s::bigint IS NULL OR version = %(expected)s::bigint)"
             " RETURNING id, message_count - %(n)s AS base, version),"
@@ -151,7 +181,8 @@ class PostgresStorage(
             "  SELECT moved.id, moved.base + n.ord, n.body::json"
             "  FROM moved, unnest(%(bodies)s::text[]) WITH ORDINALITY AS n(body, ord)),"
             f" ran AS ({PUT_RUN.format(owner='moved')})"
-            " SELECT version FROM moved",
+            + extras_ctes(extras, "moved")
+            + " SELECT version FROM moved",
             dict(
                 zip(("p", "d", "c"), who(key), strict=True),
                 bodies=bodies,
@@ -161,6 +192,7 @@ class PostgresStorage(
                 expected=expected_version,
                 now=time.time(),
                 **ran,
+                **extras_params(extras),
             ),  # fmt: skip
         )
         if fast is not None:
@@ -168,6 +200,7 @@ class PostgresStorage(
         async with self._connection() as conn, conn.transaction():
             session_id, count, highest = await self._lock(conn, key, expected_version, fence)
             await self._put_run_locked(conn, session_id, ran)
+            await put_extras_locked(self, conn, session_id, who(key)[0], extras)
             cursor = await conn.execute(
                 self._sql(
                     "WITH added AS (INSERT INTO {s}.messages (session_id, seq, body)"

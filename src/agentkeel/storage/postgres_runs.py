@@ -16,7 +16,10 @@ from agentkeel.errors import CorruptSessionError
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.storage._history import encode_json
 from agentkeel.storage.base import RunRecord
+from agentkeel.storage.bundled import CommitExtras
+from agentkeel.storage.postgres_bundled import extras_ctes, extras_params
 from agentkeel.storage.postgres_pool import PostgresPool, Row, text_key, who
+from agentkeel.storage.postgres_schema import USAGE_COLUMNS
 
 __all__ = ["PUT_RUN", "PostgresRuns", "run_columns"]
 
@@ -85,6 +88,37 @@ class PostgresRuns(PostgresPool):
                 record.ended_at,
                 document,
             ),  # fmt: skip
+        )
+
+    async def put_run_bundled(
+        self, key: SessionKey, record: RunRecord, *, extras: CommitExtras
+    ) -> None:
+        """`put_run`, with the run's usage and frames in its statement (BundledCommitStorage).
+
+        A suspended run, or one that ended before it answered, saves no history; its
+        record, tokens and frames still take one round trip together.
+        """
+        require_key(key, "put_run")
+        added = ", ".join(
+            f"{name} = {{s}}.sessions.{name} + EXCLUDED.{name}" for name in USAGE_COLUMNS
+        )
+        now = time.time()
+        await self._one(
+            "WITH owner AS (INSERT INTO {s}.sessions (principal, definition, context_id,"
+            f" created_at, updated_at, {', '.join(USAGE_COLUMNS)}) VALUES (%(p)s, %(d)s,"
+            " %(c)s, %(now)s, %(now)s, "
+            + ", ".join(f"%(u_{name})s" for name in USAGE_COLUMNS)
+            + ") ON CONFLICT (principal, definition, context_id)"
+            f" DO UPDATE SET saved = {{s}}.sessions.saved, {added} RETURNING id),"
+            f" ran AS ({PUT_RUN.format(owner='owner')})"
+            + extras_ctes(extras, "owner")
+            + " SELECT 1",
+            dict(
+                zip(("p", "d", "c"), who(key), strict=True),
+                now=now,
+                **run_columns(record),
+                **extras_params(extras),
+            ),
         )
 
     async def get_run(self, key: SessionKey, run_id: str) -> RunRecord | None:

@@ -22,6 +22,7 @@ from agentkeel.messages import (
     messages_from_json,
 )
 from agentkeel.storage.base import SessionMetadata
+from agentkeel.storage.postgres_bundled import put_extras_locked
 from agentkeel.storage.postgres_pool import PostgresPool, Row, text_key, who
 from agentkeel.storage.postgres_schema import MESSAGE_ID_SQL
 from agentkeel.storage.transcript import (
@@ -34,6 +35,8 @@ from agentkeel.storage.transcript import (
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
+
+    from agentkeel.storage.bundled import CommitExtras
 
 __all__ = ["PostgresTranscript"]
 
@@ -83,6 +86,7 @@ class PostgresTranscript(PostgresPool):
         state: str | None,
         checks: tuple[int | None, int | None, int],
         ran: dict[str, object],
+        extras: CommitExtras | None = None,
     ) -> int:
         """The turn of an edit or a regenerate, in one transaction.
 
@@ -95,6 +99,7 @@ class PostgresTranscript(PostgresPool):
             if not 0 <= cut <= count:
                 raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
             await self._put_run_locked(conn, session_id, ran)
+            await put_extras_locked(self, conn, session_id, who(key)[0], extras)
             await conn.execute(
                 self._sql("DELETE FROM {s}.messages WHERE session_id = %s AND seq > %s"),
                 (session_id, cut),

@@ -1,0 +1,96 @@
+"""DoneWithCommit: a turn's done frame built in its save, so its frames share the commit.
+
+A turn's frames are persisted before its ``done`` frame is published, so that a
+reconnect after the run still finds them (SPEC guarantee 1 covers the history; this
+covers the stream). On its own that write is one more round trip per turn. On a storage
+that bundles (`BundledCommitStorage`), the SessionManager asks this object for the
+frames while it saves the turn: it builds the done frame from the result being saved
+and hands back the body `StreamFanout.persist` would have stored, which then goes in
+the commit's statement. When the save stored it, the runner publishes that same frame
+without persisting again.
+
+It builds nothing for a failed run (the Agent publishes its error event after the save,
+so the done frame is not the next frame yet), and the runner uses the frame only while
+it is still the next one of the stream: anything published in between, and the frames
+are persisted as before.
+"""
+
+from __future__ import annotations
+
+from agentkeel.agent import Agent
+from agentkeel.result import AgentResult
+from agentkeel.runtime.channels import Frame
+from agentkeel.runtime.coordination import RunStream, StreamFanout
+from agentkeel.runtime.wire import done_frame
+from agentkeel.serving import Served
+from agentkeel.session import SessionManager
+from agentkeel.usage import ModelPrice
+
+__all__ = ["DoneWithCommit", "ride_with_commit"]
+
+
+def ride_with_commit(
+    served: Served,
+    streams: StreamFanout,
+    channel: RunStream,
+    context_id: str,
+    price: ModelPrice | None,
+) -> DoneWithCommit | None:
+    """Hand the turn's frames to the save of `served` (an Agent with a session), or None.
+
+    A swarm saves each member in a session of its own, and its done frame is the
+    swarm's: its frames are persisted apart, as before.
+    """
+    manager = served.session_manager if isinstance(served, Agent) else None
+    if manager is None:
+        return None
+    riding = DoneWithCommit(streams, channel, context_id, price)
+    riding.manager = manager
+    manager.done_frames = riding
+    return riding
+
+
+class DoneWithCommit:
+    """`CommitFrames` of one turn of an Agent: its stream, its context, its price."""
+
+    def __init__(
+        self, streams: StreamFanout, channel: RunStream, context_id: str, price: ModelPrice | None
+    ) -> None:
+        self.streams = streams
+        self.channel = channel
+        self.context_id = context_id
+        self.price = price
+        self.manager: SessionManager | None = None
+        self._built: tuple[AgentResult, Frame] | None = None
+        self._stored: tuple[AgentResult, Frame] | None = None
+
+    def detach(self) -> None:
+        """The turn is over: its manager's next save is not this turn's."""
+        if self.manager is not None and self.manager.done_frames is self:
+            self.manager.done_frames = None
+        self.manager = None
+
+    def frames(self, result: AgentResult) -> tuple[str, bytes] | None:
+        """The run's frames with the done frame of `result`, as `persist` stores them."""
+        if result.status == "failed":
+            return None
+        done = self.channel.next_frame(done_frame(self.context_id, result, price=self.price))
+        body = self.streams.retained_body(self.channel, done)
+        if body is None:
+            return None
+        self._built = (result, done)
+        return self.channel.run_id, body
+
+    def committed(self, result: AgentResult) -> None:
+        """The save of `result` stored the frames built for it."""
+        if self._built is not None and self._built[0] is result:
+            self._stored = self._built
+
+    def done(self, result: AgentResult) -> Frame | None:
+        """The done frame stored with the save of `result`, while it is the next frame."""
+        if self._stored is None:
+            return None
+        saved, frame = self._stored
+        if saved is not result or frame.id != self.channel.last_id + 1:
+            return None
+        return frame
