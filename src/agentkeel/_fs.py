@@ -139,6 +139,17 @@ def atomic_write_json(path: Path, obj: JSONValue) -> None:
     atomic_write_bytes(path, dumps_json(obj) + b"\n")
 
 
+def _open_append(path: Path, mode: int) -> tuple[int, bool]:
+    """Open `path` to append, and whether it was created (it nearly always exists)."""
+    try:
+        return os.open(path, mode | os.O_APPEND), False
+    except FileNotFoundError:
+        try:
+            return os.open(path, mode | os.O_APPEND | os.O_CREAT | os.O_EXCL, FILE_MODE), True
+        except FileExistsError:  # created meanwhile
+            return os.open(path, mode | os.O_APPEND), False
+
+
 def append_lines(path: Path, lines: Sequence[bytes]) -> int:
     """Append `lines` (each without its newline) in ONE write, fsync, and return the new size.
 
@@ -147,12 +158,7 @@ def append_lines(path: Path, lines: Sequence[bytes]) -> int:
     its folder fsynced, so the new entry survives a power loss.
     """
     data = b"".join(line + b"\n" for line in lines)
-    created = False
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        created = True
-    except FileExistsError:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    fd, created = _open_append(path, os.O_WRONLY)
     try:
         _write_all(fd, data)
         os.fsync(fd)
@@ -172,12 +178,7 @@ def append_records(path: Path, lines: Sequence[bytes], *, durable: bool = True) 
     `durable=False` nothing is fsynced: a kill loses nothing written, a power cut may.
     """
     data = b"".join(line + b"\n" for line in lines)
-    created = False
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        created = True
-    except FileExistsError:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    fd, created = _open_append(path, os.O_RDWR)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":

@@ -59,6 +59,18 @@ def test_append_lines_writes_one_newline_terminated_batch(tmp_path: Path) -> Non
     assert mode(target) == 0o600
 
 
+def test_append_records_creates_the_file_once_then_appends_and_cuts_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "runs.jsonl"
+    assert _fs.append_records(target, [b"one"]) == 4
+    assert mode(target) == 0o600
+    target.write_bytes(target.read_bytes() + b'{"torn')  # a crash during an append
+    assert _fs.append_records(target, [b"two"]) == 8
+    assert _fs.append_records(target, [b"three"], durable=False) == 14
+    assert target.read_bytes() == b"one\ntwo\nthree\n"
+
+
 def test_truncate_cuts_a_tail(tmp_path: Path) -> None:
     target = tmp_path / "log.jsonl"
     _fs.append_lines(target, [b"kept", b"torn"])

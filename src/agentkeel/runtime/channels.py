@@ -39,7 +39,36 @@ _HEARTBEAT = encode_comment("keep-alive")
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_dumps = _ENCODER.encode  # one encoder, not one per frame as json.dumps(**options) builds
+
+
+def _frame_encoder() -> Callable[[JSONObject], str]:
+    """`_ENCODER.encode`, with the C encoder it builds per call built once instead.
+
+    ``JSONEncoder.encode`` makes a new C encoder for every value it encodes, which costs
+    about as much as encoding a token frame; this one is made once, with the same
+    options (compact, not ASCII-escaped, NaN refused), so it gives the same text.
+    Without the C accelerator it is `_ENCODER.encode` itself.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _ENCODER.encode
+    markers: dict[int, object] = {}  # what the circular check has entered
+    encode = make(
+        markers, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False,
+        False,
+    )  # fmt: skip
+
+    def dumps(data: JSONObject) -> str:
+        try:
+            return "".join(encode(data, 0))
+        except BaseException:
+            markers.clear()  # an encode that failed halfway leaves its entries behind
+            raise
+
+    return dumps
+
+
+_dumps = _frame_encoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +82,16 @@ class Frame:
     """Whether this is a segment's last frame."""
 
     @classmethod
-    def build(cls, frame_id: int, data: JSONObject) -> Frame:
+    def build(cls, frame_id: int, data: JSONObject, text: str | None = None) -> Frame:
         """Encode `data` once; every reader sends the same bytes.
 
-        Compact JSON never holds a raw line break (they are escaped inside strings), so
-        it is always one ``data:`` line and can be framed without `encode_frame`'s split.
+        `text`, when given, is `data` already encoded as compact JSON (a token frame's,
+        built around its text by `wire.token_frame_json`). Compact JSON never holds a
+        raw line break (they are escaped inside strings), so it is always one ``data:``
+        line and can be framed without `encode_frame`'s split.
         """
-        text = _dumps(data)
+        if text is None:
+            text = _dumps(data)
         encoded = b"id: %d\ndata: %s\n\n" % (frame_id, text.encode("utf-8"))
         return cls(frame_id, data, encoded, data.get("done") is True)
 
@@ -87,13 +119,13 @@ class RunChannel:
         self.active = True
         return self.last_id
 
-    def next_frame(self, data: JSONObject) -> Frame:
+    def next_frame(self, data: JSONObject, text: str | None = None) -> Frame:
         """The frame that `data` becomes when it is published next (not published yet)."""
-        return Frame.build(self.last_id + 1, data)
+        return Frame.build(self.last_id + 1, data, text)
 
-    def publish(self, data: JSONObject) -> Frame:
-        """Number, encode and publish one frame."""
-        frame = self.next_frame(data)
+    def publish(self, data: JSONObject, text: str | None = None) -> Frame:
+        """Number, encode and publish one frame (`text`: `data` already encoded)."""
+        frame = self.next_frame(data, text)
         self.append(frame)
         return frame
 

@@ -148,12 +148,12 @@ class RunStream(Protocol):
         """Start a segment; returns the id after which its frames start."""
         ...
 
-    def next_frame(self, data: JSONObject) -> Frame:
+    def next_frame(self, data: JSONObject, text: str | None = None) -> Frame:
         """The frame `data` becomes when it is published next (not published yet)."""
         ...
 
-    def publish(self, data: JSONObject) -> Frame:
-        """Number, encode and publish one frame."""
+    def publish(self, data: JSONObject, text: str | None = None) -> Frame:
+        """Number, encode and publish one frame (`text`: `data` as compact JSON, if known)."""
         ...
 
     def append(self, frame: Frame) -> None:

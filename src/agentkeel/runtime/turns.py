@@ -46,6 +46,7 @@ from agentkeel.runtime.wire import (
     event_frame,
     failed_done_frame,
     send_result,
+    token_frame_json,
 )
 from agentkeel.storage.base import SessionKey
 from agentkeel.usage import ModelPrice
@@ -332,7 +333,9 @@ class TurnRunner:
         channel = job.channel
         if channel is None:
             return
-        channel.publish(event_frame(job.key.context_id, channel.run_id, event))
+        context_id, run_id = job.key.context_id, channel.run_id
+        data = event_frame(context_id, run_id, event)
+        channel.publish(data, token_frame_json(context_id, run_id, event))
         if isinstance(event, TokenEvent) and not job.first_token:
             job.first_token = True
             elapsed = time.monotonic() - job.began_at

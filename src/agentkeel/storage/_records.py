@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentkeel import _fs
 from agentkeel.messages import JSONObject
+from agentkeel.storage import _history
 from agentkeel.storage.base import RunRecord
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "last_run",
     "list_runs",
     "read_task_index",
+    "run_line",
     "task_lines",
 ]
 
@@ -33,6 +35,11 @@ LEGACY_RUNS_DIR = "runs"
 """0.1.0 kept one ``runs/<runId>.json`` per run; still read, never written."""
 TASKS_FILE = "tasks.jsonl"
 _TAIL_READ = 65536
+
+
+def run_line(record: RunRecord | None) -> bytes | None:
+    """A run record as its runs.jsonl line (encoded on the event loop, not in a thread)."""
+    return None if record is None else _history.encode_json(record.to_json(), "run record")
 
 
 def _lines(raw: bytes) -> list[bytes]:

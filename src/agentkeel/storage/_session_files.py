@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,14 +22,13 @@ from agentkeel.messages import SCHEMA_VERSION, JSONObject
 from agentkeel.storage._history import (
     EMPTY_STATE,
     Tail,
-    encode_json,
     read_state,
     scan,
     state_document,
     turn_lines,
 )
 from agentkeel.storage._records import RUNS_FILE
-from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot
+from agentkeel.storage.base import SessionMetadata, SessionSnapshot
 from agentkeel.storage.guard import check_commit
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "STATE_FILE",
     "append",
     "check_writable",
+    "document_file",
     "load",
     "open_tail",
     "principal_folder",
@@ -50,6 +51,15 @@ MESSAGES_FILE = "messages.jsonl"
 STATE_FILE = "state.json"
 FRAMES_FILE = "frames.sse"
 _log = logging.getLogger("agentkeel.storage.file")
+_DOCUMENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_RESERVED_DOCUMENTS = frozenset({"session", "state"})
+
+
+def document_file(name: str) -> str:
+    """The file of a named session document (``<name>.json``); ValueError for a bad name."""
+    if not _DOCUMENT_NAME.fullmatch(name) or name in _RESERVED_DOCUMENTS:
+        raise ValueError(f"document name {name!r} must match {_DOCUMENT_NAME.pattern}")
+    return f"{name}.json"
 
 
 def session_folder(root: Path, key: SessionKey) -> Path:
@@ -154,7 +164,7 @@ def append(
     expected_version: int | None,
     fence: int | None,
     cut: int | None = None,
-    run: RunRecord | None = None,
+    run: bytes | None = None,
 ) -> Tail:
     tail, fence = open_tail(folder, key, tail, expected_version, fence)
     if cut is not None and not 0 <= cut <= tail.count:
@@ -200,7 +210,7 @@ def rewrite(
     state: bytes | None,
     expected_version: int | None,
     fence: int | None,
-    run: RunRecord | None = None,
+    run: bytes | None = None,
 ) -> Tail:
     tail, fence = open_tail(folder, key, tail, expected_version, fence)
     _put_run(folder, run)
@@ -221,16 +231,16 @@ def rewrite(
     return Tail(len(data), len(data), turn, state, fence, stamp, len(messages))
 
 
-def _put_run(folder: Path, run: RunRecord | None) -> None:
-    """Append a turn's run record once its commit passed the checks, before the commit.
+def _put_run(folder: Path, run: bytes | None) -> None:
+    """Append a turn's run record (its encoded line) once its commit passed the checks.
 
-    A refused writer so stores nothing; a crash between the two writes leaves a record
-    whose turn did not commit, which the next turn's record replaces as the latest.
+    It goes before the commit: a refused writer so stores nothing; a crash between the
+    two writes leaves a record whose turn did not commit, which the next turn's record
+    replaces as the latest.
     """
     if run is not None:
-        line = encode_json(run.to_json(), "run record")
         _fs.ensure_dir(folder)
-        _fs.append_records(folder / RUNS_FILE, [line])
+        _fs.append_records(folder / RUNS_FILE, [run])
 
 
 def check_writable(folder: Path) -> None:

@@ -46,26 +46,13 @@ def _line(usage: Usage) -> bytes:
 def append_usage(paths: tuple[Path, ...], usage: Usage) -> None:
     """Append one model call's usage to each file (blocking; run in a worker thread).
 
-    A torn last line (a crash during an append) is cut off first, so that it never
-    becomes a line in the middle of the file.
+    Each is one fsynced `_fs.append_records`, which first cuts off a torn last line (a
+    crash during an append), so that it never becomes a line in the middle of the file.
     """
     line = _line(usage)
     for path in paths:
         _fs.ensure_dir(path.parent)
-        _drop_torn_tail(path)
-        _fs.append_lines(path, [line])
-
-
-def _drop_torn_tail(path: Path) -> None:
-    size = _fs.file_size(path)
-    if not size:
-        return
-    with open(path, "rb") as handle:
-        handle.seek(size - 1)
-        if handle.read(1) == b"\n":
-            return
-    raw = _fs.read_bytes(path) or b""
-    _fs.truncate(path, raw.rfind(b"\n") + 1)
+        _fs.append_records(path, [line])
 
 
 def read_usage(path: Path) -> Usage:

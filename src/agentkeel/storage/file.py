@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,17 +59,11 @@ from agentkeel.storage.base import RunRecord, SessionSnapshot, StorageHealth
 
 __all__ = ["LocalFileStorage", "principal_folder", "session_folder"]
 
-_DOCUMENT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-_RESERVED_DOCUMENTS = frozenset({"session", "state"})
 _LOCK_STRIPES = 64
+_INLINE_FRAMES_BYTES = 65_536
+"""The largest frames.sse written on the event loop; a bigger one goes to a thread."""
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
-
-
-def _document_file(name: str) -> str:
-    if not _DOCUMENT_NAME.fullmatch(name) or name in _RESERVED_DOCUMENTS:
-        raise ValueError(f"document name {name!r} must match {_DOCUMENT_NAME.pattern}")
-    return f"{name}.json"
 
 
 class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
@@ -162,7 +155,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         async with self._lock(key):
             before = self._cache.get(key)
             args = (self.path(key), key, before, lines, encoded_state)
-            checks = (expected_version, fence, cut, run)
+            checks = (expected_version, fence, cut, _records.run_line(run))
             tail = await self._call(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
             self._follow_append(key, before, cut, [message.id for message in messages], tail)
@@ -195,7 +188,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
                 encoded_state,
                 expected_version,
                 fence,
-                run,
+                _records.run_line(run),
             )
             self._remember(key, tail)
             return tail.turn
@@ -246,6 +239,9 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
 
         A reconnect cache: written in place behind a checksum and not fsynced, so it
         costs neither a new file nor a disk flush; a crash can lose it, never tear it.
+        Up to `_INLINE_FRAMES_BYTES` it is written on the event loop (a page-cache copy
+        costs less than a thread hop, and the ``done`` frame waiting for it is not queued
+        behind the fsyncs of the worker threads).
         """
         folder = self.path(require_key(key, "put_frames"))
 
@@ -254,7 +250,13 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
             _fs.overwrite_checked(folder / FRAMES_FILE, body, encode_path_segment(run_id))
 
         async with self._lock(key):
-            await self._call(None, write)
+            if len(body) > _INLINE_FRAMES_BYTES:
+                await self._call(None, write)
+                return
+            try:
+                write()
+            except OSError as exc:
+                raise StorageError(f"session storage I/O failed: {exc}") from exc
 
     async def get_frames(self, key: SessionKey, run_id: str) -> bytes | None:
         """The kept frames when they are `run_id`'s (RunEventStorage)."""
@@ -265,7 +267,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
     async def put_document(self, key: SessionKey, name: str, document: JSONObject) -> None:
         """Replace ``<name>.json`` in the session folder atomically (SessionDocumentStorage)."""
         folder = self.path(require_key(key, "put_document"))
-        target = folder / _document_file(name)
+        target = folder / _session_files.document_file(name)
         body = encode_json(document, "document") + b"\n"
 
         def write() -> None:
@@ -277,7 +279,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
 
     async def get_document(self, key: SessionKey, name: str) -> JSONObject | None:
         """The session's ``<name>.json``, or None (SessionDocumentStorage)."""
-        target = self.path(require_key(key, "get_document")) / _document_file(name)
+        target = self.path(require_key(key, "get_document")) / _session_files.document_file(name)
         return await self._call(None, _fs.read_json_object, target)
 
     async def put_task(
