@@ -32,7 +32,7 @@ def _shape(value: Any) -> Any:
     return value
 
 
-def _summary(stream: tuple[int, str, list[tuple[str, Any]]]) -> tuple[object, ...]:
+def _summary(stream: tuple[int, str, list[tuple[str | None, Any]]]) -> tuple[object, ...]:
     """What must match: the status, the first and last events, kinds and the text.
 
     How many chunks the text comes in depends on timing (frames that arrive together
@@ -55,7 +55,7 @@ def _message(text: str, message_id: str, **extra: object) -> dict[str, object]:
 
 async def _stream(
     http: httpx.AsyncClient, url: str, body: object, headers: dict[str, str] = VERSION
-) -> tuple[int, str, list[tuple[str, Any]]]:
+) -> tuple[int, str, list[tuple[str | None, Any]]]:
     """Status, content type and the (event name, JSON data) of each SSE event."""
     async with http.stream("POST", url, json=body, headers=headers) as response:
         if not response.headers["content-type"].startswith("text/event-stream"):

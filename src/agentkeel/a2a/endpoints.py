@@ -68,7 +68,6 @@ class StreamEndpoints:
     Args:
         handler: The definition's request handler.
         builder: Builds the call context (principal, transport) as the SDK's routes do.
-        heartbeat: Seconds of silence after which a stream sends a comment.
         jsonrpc: The SDK dispatcher's endpoint, for every other JSON-RPC request.
     """
 
@@ -76,13 +75,11 @@ class StreamEndpoints:
         self,
         handler: AgentRequestHandler,
         builder: ServerCallContextBuilder,
-        heartbeat: float,
         *,
         jsonrpc: Endpoint,
     ) -> None:
         self.handler = handler
         self.builder = builder
-        self.heartbeat = heartbeat
         self.sdk_jsonrpc = jsonrpc
         self.sdk_rest: Endpoint = jsonrpc
 
@@ -117,7 +114,7 @@ class StreamEndpoints:
             return JSONResponse(build_error_response(request_id, exc))
         prefix = jsonrpc_prefix(request_id)
         chunks = encode_batches(batches, first, prefix, b"}\n\n")
-        return EventStream(chunks, partial(jsonrpc_error_frame, request_id), self.heartbeat)
+        return EventStream(chunks, partial(jsonrpc_error_frame, request_id))
 
     async def rest(self, request: Request) -> Response:
         """``POST {base}/v1/message:stream``: a plain message here, the rest to the SDK."""
@@ -135,7 +132,7 @@ class StreamEndpoints:
             payload = build_rest_error_payload(exc)
             return JSONResponse(payload, status_code=payload["error"]["code"])
         chunks = encode_batches(batches, first, b"data: ", b"\n\n")
-        return EventStream(chunks, _rest_error_frame, self.heartbeat)
+        return EventStream(chunks, _rest_error_frame)
 
     def _context(self, request: Request, params: SendMessageRequest) -> ServerCallContext:
         context = self.builder.build(request)

@@ -151,17 +151,8 @@ class A2ABinding:
             )
             self.services[name] = service
             self.deliveries.append(delivery)
-            dispatcher = A2ADispatcher(
-                heartbeat=framework.server.heartbeat_seconds,
-                request_handler=service,
-                context_builder=builder,
-            )
-            endpoints = StreamEndpoints(
-                service,
-                builder,
-                framework.server.heartbeat_seconds,
-                jsonrpc=dispatcher.handle_requests,
-            )
+            dispatcher = A2ADispatcher(request_handler=service, context_builder=builder)
+            endpoints = StreamEndpoints(service, builder, jsonrpc=dispatcher.handle_requests)
             self.routes += [
                 Route(base + CARD_PATH, cards.endpoint(), methods=["GET"]),
                 Route(base, endpoints.jsonrpc, methods=["POST"]),

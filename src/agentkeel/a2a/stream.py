@@ -13,16 +13,16 @@ only in each event's envelope and in their error event.
 check, method routing, error objects) writing its streams so; the common streaming
 send skips it (`agentkeel.a2a.endpoints`).
 
-The stream sends an SSE comment after `heartbeat` seconds without an event, so proxies
-keep an idle stream (a long tool call, a task waiting for input) open, and it stops,
-leaving the run alone, when the client goes away.
+A stream sends an SSE comment when the run's frames say nothing came for
+``server.heartbeatSeconds`` (the runtime's heartbeat, as on the native wire), so proxies
+keep an idle stream (a long tool call) open, and it stops, leaving the run alone, when
+the client goes away.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from functools import partial
@@ -118,19 +118,14 @@ class EventStream(Response):
     Args:
         chunks: The SSE bytes to send, a batch of events per chunk.
         error_frame: The event that reports an error raised mid-stream.
-        heartbeat: Seconds of silence after which a comment is sent.
     """
 
     def __init__(
-        self,
-        chunks: AsyncGenerator[bytes, None],
-        error_frame: Callable[[A2AError], bytes],
-        heartbeat: float,
+        self, chunks: AsyncGenerator[bytes, None], error_frame: Callable[[A2AError], bytes]
     ) -> None:
         super().__init__(status_code=200)
         self.chunks = chunks
         self.error_frame = error_frame
-        self.heartbeat = heartbeat
 
     async def _frames(self) -> AsyncIterator[bytes]:
         try:
@@ -144,19 +139,8 @@ class EventStream(Response):
             yield self.error_frame(InternalError(message="internal server error"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Send the events as they come, a comment when idle; stop when the client leaves."""
+        """Send the events as they come; stop when the client leaves."""
         await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-        last_sent = time.monotonic()
-        sending = False  # one body message at a time: the stream's or a keep-alive comment
-
-        async def emit(body: bytes) -> None:
-            nonlocal last_sent, sending
-            sending = True
-            try:
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-            finally:
-                sending, last_sent = False, time.monotonic()
-
         async with anyio.create_task_group() as group:
 
             async def watch_disconnect() -> None:
@@ -164,23 +148,10 @@ class EventStream(Response):
                     pass
                 group.cancel_scope.cancel()
 
-            async def keep_alive() -> None:
-                while True:
-                    idle_for = last_sent + self.heartbeat - time.monotonic()
-                    if idle_for > 0 or sending:
-                        await anyio.sleep(max(idle_for, 0.05))
-                    else:
-                        await emit(_KEEPALIVE)
-
             group.start_soon(watch_disconnect)
-            group.start_soon(keep_alive)
             try:
                 async for frame in self._frames():
-                    while sending:  # a keep-alive comment is being written
-                        await anyio.sleep(0)
-                    await emit(frame)
-                while sending:
-                    await anyio.sleep(0)
+                    await send({"type": "http.response.body", "body": frame, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             except OSError:
                 pass  # the client went away between two events
@@ -196,7 +167,11 @@ def jsonrpc_error_frame(request_id: str | int | None, error: A2AError | JSONRPCE
 async def encode_batches(
     batches: AsyncGenerator[list[Mapped], None], first: list[Mapped], prefix: bytes, end: bytes
 ) -> AsyncGenerator[bytes, None]:
-    """Each batch of events as one chunk: per event `prefix`, its result's JSON, `end`."""
+    """Each batch of events as one chunk: per event `prefix`, its result's JSON, `end`.
+
+    An empty batch after the first is a heartbeat (nothing happened for a while): it
+    becomes an SSE comment, so that proxies keep the stream open.
+    """
     async with aclosing(batches):
         batch = first
         while True:
@@ -205,6 +180,8 @@ async def encode_batches(
                     prefix + _ENCODER.encode(event_result(event)).encode("utf-8") + end
                     for event in batch
                 )
+            elif batch is not first:
+                yield _KEEPALIVE
             try:
                 batch = await anext(batches)
             except StopAsyncIteration:
@@ -222,16 +199,12 @@ class A2ADispatcher(JsonRpcDispatcher):
 
     Args:
         request_handler: The definition's handler.
-        heartbeat: Seconds of silence after which a stream sends a comment.
         **options: The SDK dispatcher's other arguments (the call context builder).
     """
 
-    def __init__(
-        self, *, request_handler: AgentRequestHandler, heartbeat: float, **options: Any
-    ) -> None:
+    def __init__(self, *, request_handler: AgentRequestHandler, **options: Any) -> None:
         super().__init__(request_handler=request_handler, **options)
         self.handler = request_handler
-        self.heartbeat = heartbeat
 
     @validate_version(constants.PROTOCOL_VERSION_1_0)
     async def _process_streaming_request(
@@ -264,7 +237,7 @@ class A2ADispatcher(JsonRpcDispatcher):
         if not isinstance(handler_result, _Chunks):
             return super()._create_response(context, handler_result)
         error_frame = partial(jsonrpc_error_frame, context.state.get("request_id"))
-        return EventStream(handler_result.chunks, error_frame, self.heartbeat)
+        return EventStream(handler_result.chunks, error_frame)
 
 
 class _Chunks:
