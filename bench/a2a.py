@@ -103,8 +103,14 @@ def serve(pace: str, storage_kind: str, folder: Path) -> None:
     settings = ServerSettings(a2a=A2ASettings(grpc_port=0))  # 0: a free port
     framework = Framework(definitions={"bench": definition}, storage=storage, server=settings)
     app = create_app(framework)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, workers=1, lifespan="on", log_level="warning"
+    config = uvicorn.Config(  # idle connections kept a minute: no reuse-while-closing race
+        app,
+        host="127.0.0.1",
+        port=0,
+        workers=1,
+        lifespan="on",
+        log_level="warning",
+        timeout_keep_alive=60,
     )
     server = uvicorn.Server(config)
 

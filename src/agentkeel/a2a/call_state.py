@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from a2a.types import Message
-from google.protobuf.json_format import MessageToDict
 
+from agentkeel.a2a.protojson import message_json
 from agentkeel.messages import JSONObject
 
 __all__ = ["PRINCIPAL_STATE", "TRANSPORT_STATE", "claim_of"]
@@ -39,7 +39,7 @@ def claim_of(message: Message, state: Mapping[str, Any]) -> tuple[str | None, JS
     each transport) must not have a real message refused, or answered with another
     message's task.
     """
-    body: JSONObject = MessageToDict(message)
+    body = message_json(message)
     if not message.message_id:
         return None, body
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))

@@ -153,12 +153,13 @@ class A2AExecutor:
     async def frames(self, stream: RunStream, after: int) -> AsyncIterator[list[JSONObject]]:
         """The frame data after id `after`, in batches as they arrive, up to a done frame.
 
-        The frames are taken from the stream as data, so nothing is decoded twice.
+        The frames are taken from the stream as data, so nothing is decoded twice. An
+        empty batch means nothing came for ``server.heartbeatSeconds`` (a stream sends
+        its keep-alive comment then, as the native wire does).
         """
         async with aclosing(self.runtime.follow(stream, after)) as batches:
             async for batch in batches:
-                if batch:
-                    yield [frame.data for frame in batch]
+                yield [frame.data for frame in batch]
 
     async def next_segment(self, key: SessionKey, run_id: str) -> tuple[RunStream, int] | None:
         """Wait until a suspended run resumes: its stream and the id its new frames follow.

@@ -6,24 +6,29 @@ variant cannot shadow any other route of the app. One check is added in front: a
 must be JSON. A POST labelled with another media type (``text/plain``, a form) gets
 ``415 Unsupported Media Type`` with the AIP-193 error of the SDK's
 ``ContentTypeNotSupportedError``, rather than being parsed as JSON regardless of what
-the client said it sent.
+the client said it sent. ``POST /message:stream`` is served first by the binding's own
+endpoint (`agentkeel.a2a.endpoints`), which hands the SDK's route what it does not take.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.server.routes import ServerCallContextBuilder, create_rest_routes
 from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import ContentTypeNotSupportedError
 from starlette.datastructures import Headers
-from starlette.routing import Mount, Router
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["rest_mount"]
 
 _JSON_TYPES = frozenset({"application/json", "application/a2a+json"})
+_STREAM_PATH = "/message:stream"
 
 
 class _JsonBodies:
@@ -58,9 +63,25 @@ class _JsonBodies:
         await self.app(scope, receive, send)
 
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
 def rest_mount(
-    path: str, handler: RequestHandler, context_builder: ServerCallContextBuilder
+    path: str,
+    handler: RequestHandler,
+    context_builder: ServerCallContextBuilder,
+    stream: Callable[[Endpoint], Endpoint] | None = None,
 ) -> Mount:
-    """The HTTP+JSON routes of one handler, mounted at `path` (``{base}/v1``)."""
+    """The HTTP+JSON routes of one handler, mounted at `path` (``{base}/v1``).
+
+    `stream`, given the SDK's ``message:stream`` endpoint, gives the one to serve first.
+    """
     routes = create_rest_routes(handler, context_builder=context_builder)
+    if stream is not None:
+        sdk = next(
+            route.endpoint
+            for route in routes
+            if isinstance(route, Route) and route.path == _STREAM_PATH
+        )
+        routes.insert(0, Route(_STREAM_PATH, stream(sdk), methods=["POST"]))
     return Mount(path, app=_JsonBodies(Router(routes=routes)))

@@ -4,9 +4,10 @@ For each definition ``name`` of the framework:
 
 - ``GET /agents/{name}/a2a/.well-known/agent-card.json``: the agent card (`CardSource`);
 - ``POST /agents/{name}/a2a`` and ``POST /agents/{name}/a2a/``: JSON-RPC 2.0, protocol
-  1.0, parsed, version-checked and encoded by the official SDK's dispatcher;
+  1.0, parsed, version-checked and encoded by the official SDK's dispatcher (the plain
+  streaming send by `StreamEndpoints`, to the same wire);
 - ``/agents/{name}/a2a/v1/...``: HTTP+JSON, the SDK's REST routes
-  (``POST /v1/message:send``, ``GET /v1/tasks/{id}``, ...);
+  (``POST /v1/message:send``, ``GET /v1/tasks/{id}``, ...; ``message:stream`` likewise);
 - gRPC on ``server.a2a.grpcPort`` when set (`GrpcServer`), the definition named by
   the request's ``tenant``.
 
@@ -35,6 +36,7 @@ from agentkeel.a2a.call_state import PRINCIPAL_STATE, TRANSPORT_STATE
 from agentkeel.a2a.card import CARD_PATH, REST_PATH, CardSource, agent_card
 from agentkeel.a2a.credentials import CredentialCheck
 from agentkeel.a2a.delivery import PushDelivery
+from agentkeel.a2a.endpoints import StreamEndpoints
 from agentkeel.a2a.executor import A2AExecutor
 from agentkeel.a2a.mapping import output_artifact
 from agentkeel.a2a.push import PUSH_INDEX_DEFINITION, StoredPushConfigs
@@ -149,16 +151,13 @@ class A2ABinding:
             )
             self.services[name] = service
             self.deliveries.append(delivery)
-            dispatcher = A2ADispatcher(
-                heartbeat=framework.server.heartbeat_seconds,
-                request_handler=service,
-                context_builder=builder,
-            )
+            dispatcher = A2ADispatcher(request_handler=service, context_builder=builder)
+            endpoints = StreamEndpoints(service, builder, jsonrpc=dispatcher.handle_requests)
             self.routes += [
                 Route(base + CARD_PATH, cards.endpoint(), methods=["GET"]),
-                Route(base, dispatcher.handle_requests, methods=["POST"]),
-                Route(base + "/", dispatcher.handle_requests, methods=["POST"]),
-                rest_mount(base + REST_PATH, service, builder),
+                Route(base, endpoints.jsonrpc, methods=["POST"]),
+                Route(base + "/", endpoints.jsonrpc, methods=["POST"]),
+                rest_mount(base + REST_PATH, service, builder, endpoints.rest_endpoint),
             ]
 
     @asynccontextmanager

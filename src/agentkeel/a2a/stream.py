@@ -1,34 +1,39 @@
-"""The JSON-RPC dispatcher of the A2A binding, with a lean event stream.
+"""The A2A binding's event streams, and its JSON-RPC dispatcher.
 
-`A2ADispatcher` is the SDK's `JsonRpcDispatcher` (request parsing, ``A2A-Version``
-check, method routing, error objects) with the two steps of a stream replaced: events
-become JSON-RPC responses by a direct mapping for the one event a stream carries by the
-dozen (a text artifact chunk; every other event goes through the SDK's own ProtoJSON
-conversion, and a test pins the two to the same output), and they are written by
+Events become StreamResponse ProtoJSON by a direct mapping for the kinds a stream
+carries by the dozen (text artifact chunks, plain status updates, the first Task; any
+other event goes through the SDK's own ProtoJSON conversion, and a test pins the two to
+the same output), a batch of them per write (`encode_batches`), and they are written by
 `EventStream`, a pure ASGI response like the native wire's, instead of sse-starlette's
 (which starts three tasks per stream and a timeout per write). That keeps an A2A turn's
-server cost near a native turn's (bench/a2a.py).
+server cost near a native turn's (bench/a2a.py). JSON-RPC and HTTP+JSON streams differ
+only in each event's envelope and in their error event.
 
-The stream sends an SSE comment after `heartbeat` seconds without an event, so proxies
-keep an idle stream (a long tool call, a task waiting for input) open, and it stops,
-leaving the run alone, when the client goes away.
+`A2ADispatcher` is the SDK's `JsonRpcDispatcher` (request parsing, ``A2A-Version``
+check, method routing, error objects) writing its streams so; the common streaming
+send skips it (`agentkeel.a2a.endpoints`).
+
+A stream sends an SSE comment when the run's frames say nothing came for
+``server.heartbeatSeconds`` (the runtime's heartbeat, as on the native wire), so proxies
+keep an idle stream (a long tool call) open, and it stops, leaving the run alone, when
+the client goes away.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import anyio
 from a2a.server.context import ServerCallContext
 from a2a.server.jsonrpc_models import JSONRPCError
 from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.types import TaskState, TaskStatusUpdateEvent
+from a2a.types import Task, TaskState, TaskStatusUpdateEvent
 from a2a.utils import constants, proto_utils
 from a2a.utils.errors import A2AError, InternalError, UnsupportedOperationError
 from a2a.utils.version_validator import validate_version
@@ -38,10 +43,17 @@ from starlette.types import Receive, Scope, Send
 
 from agentkeel.a2a.handler import AgentRequestHandler
 from agentkeel.a2a.mapping import RESPONSE_ARTIFACT, Mapped, TextChunk
-from agentkeel.a2a.protojson import timestamp_json
+from agentkeel.a2a.protojson import task_json, timestamp_json
 from agentkeel.messages import JSONObject
 
-__all__ = ["A2ADispatcher", "EventStream", "event_result"]
+__all__ = [
+    "A2ADispatcher",
+    "EventStream",
+    "encode_batches",
+    "event_result",
+    "jsonrpc_error_frame",
+    "jsonrpc_prefix",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +95,8 @@ def event_result(event: Mapped) -> JSONObject:
         if event.HasField("metadata"):
             change["metadata"] = MessageToDict(event.metadata)
         return {"statusUpdate": change}
+    if isinstance(event, Task):
+        return {"task": task_json(event)}
     result: JSONObject = MessageToDict(
         proto_utils.to_stream_response(event), preserving_proto_field_name=False
     )
@@ -99,54 +113,34 @@ def _plain_status(event: TaskStatusUpdateEvent) -> bool:
 
 
 class EventStream(Response):
-    """A ``text/event-stream`` of JSON-RPC responses; ends with the events or the client.
+    """A ``text/event-stream`` of encoded events; ends with the events or the client.
 
     Args:
-        items: The JSON-RPC response objects to send, one per SSE event.
-        request_id: The request's id, for an error raised mid-stream.
-        heartbeat: Seconds of silence after which a comment is sent.
+        chunks: The SSE bytes to send, a batch of events per chunk.
+        error_frame: The event that reports an error raised mid-stream.
     """
 
     def __init__(
-        self,
-        items: AsyncGenerator[dict[str, Any], None],
-        request_id: str | int | None,
-        heartbeat: float,
+        self, chunks: AsyncGenerator[bytes, None], error_frame: Callable[[A2AError], bytes]
     ) -> None:
         super().__init__(status_code=200)
-        self.items = items
-        self.request_id = request_id
-        self.heartbeat = heartbeat
+        self.chunks = chunks
+        self.error_frame = error_frame
 
     async def _frames(self) -> AsyncIterator[bytes]:
         try:
-            async with aclosing(self.items) as items:
-                async for item in items:
-                    if isinstance(item, _Encoded):
-                        yield item.chunk
-                        continue
-                    prefix = b"event: error\n" if "error" in item else b""
-                    yield prefix + b"data: " + _ENCODER.encode(item).encode("utf-8") + b"\n\n"
+            async with aclosing(self.chunks) as chunks:
+                async for chunk in chunks:
+                    yield chunk
         except A2AError as exc:
-            yield _error_frame(self.request_id, exc)
+            yield self.error_frame(exc)
         except Exception:
             logger.exception("an A2A stream failed")
-            yield _error_frame(self.request_id, InternalError(message="internal server error"))
+            yield self.error_frame(InternalError(message="internal server error"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Send the events as they come, a comment when idle; stop when the client leaves."""
+        """Send the events as they come; stop when the client leaves."""
         await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-        last_sent = time.monotonic()
-        sending = False  # one body message at a time: the stream's or a keep-alive comment
-
-        async def emit(body: bytes) -> None:
-            nonlocal last_sent, sending
-            sending = True
-            try:
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-            finally:
-                sending, last_sent = False, time.monotonic()
-
         async with anyio.create_task_group() as group:
 
             async def watch_disconnect() -> None:
@@ -154,54 +148,48 @@ class EventStream(Response):
                     pass
                 group.cancel_scope.cancel()
 
-            async def keep_alive() -> None:
-                while True:
-                    idle_for = last_sent + self.heartbeat - time.monotonic()
-                    if idle_for > 0 or sending:
-                        await anyio.sleep(max(idle_for, 0.05))
-                    else:
-                        await emit(_KEEPALIVE)
-
             group.start_soon(watch_disconnect)
-            group.start_soon(keep_alive)
             try:
                 async for frame in self._frames():
-                    while sending:  # a keep-alive comment is being written
-                        await anyio.sleep(0)
-                    await emit(frame)
-                while sending:
-                    await anyio.sleep(0)
+                    await send({"type": "http.response.body", "body": frame, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             except OSError:
                 pass  # the client went away between two events
             group.cancel_scope.cancel()
 
 
-def _error_frame(request_id: str | int | None, error: A2AError | JSONRPCError) -> bytes:
+def jsonrpc_error_frame(request_id: str | int | None, error: A2AError | JSONRPCError) -> bytes:
+    """An ``error`` event holding the JSON-RPC error response of `error`."""
     body = _ENCODER.encode(build_error_response(request_id, error)).encode("utf-8")
     return b"event: error\ndata: " + body + b"\n\n"
 
 
-class _Encoded(dict[str, Any]):
-    """A batch of JSON-RPC responses already encoded as SSE events (one write)."""
+async def encode_batches(
+    batches: AsyncGenerator[list[Mapped], None], first: list[Mapped], prefix: bytes, end: bytes
+) -> AsyncGenerator[bytes, None]:
+    """Each batch of events as one chunk: per event `prefix`, its result's JSON, `end`.
 
-    def __init__(self, chunk: bytes) -> None:
-        super().__init__()
-        self.chunk = chunk
+    An empty batch after the first is a heartbeat (nothing happened for a while): it
+    becomes an SSE comment, so that proxies keep the stream open.
+    """
+    async with aclosing(batches):
+        batch = first
+        while True:
+            if batch:
+                yield b"".join(
+                    prefix + _ENCODER.encode(event_result(event)).encode("utf-8") + end
+                    for event in batch
+                )
+            elif batch is not first:
+                yield _KEEPALIVE
+            try:
+                batch = await anext(batches)
+            except StopAsyncIteration:
+                return
 
 
-def _encode_batch(prefix: bytes, batch: list[Mapped]) -> _Encoded:
-    """One write: each event a ``data:`` line holding its JSON-RPC response."""
-    return _Encoded(
-        b"".join(
-            prefix + _ENCODER.encode(event_result(event)).encode("utf-8") + b"}\n\n"
-            for event in batch
-        )
-    )
-
-
-def _prefix(request_id: str | int | None) -> bytes:
-    """The start of every response of one stream, up to its ``result``."""
+def jsonrpc_prefix(request_id: str | int | None) -> bytes:
+    """The start of every event of one JSON-RPC stream, up to its ``result``."""
     head = _ENCODER.encode({"jsonrpc": "2.0", "id": request_id})
     return b"data: " + head[:-1].encode("utf-8") + b',"result":'
 
@@ -211,16 +199,12 @@ class A2ADispatcher(JsonRpcDispatcher):
 
     Args:
         request_handler: The definition's handler.
-        heartbeat: Seconds of silence after which a stream sends a comment.
         **options: The SDK dispatcher's other arguments (the call context builder).
     """
 
-    def __init__(
-        self, *, request_handler: AgentRequestHandler, heartbeat: float, **options: Any
-    ) -> None:
+    def __init__(self, *, request_handler: AgentRequestHandler, **options: Any) -> None:
         super().__init__(request_handler=request_handler, **options)
         self.handler = request_handler
-        self.heartbeat = heartbeat
 
     @validate_version(constants.PROTOCOL_VERSION_1_0)
     async def _process_streaming_request(
@@ -241,23 +225,23 @@ class A2ADispatcher(JsonRpcDispatcher):
         except StopAsyncIteration:
             first = []
 
-        prefix = _prefix(request_id)
-
-        async def responses() -> AsyncGenerator[dict[str, Any], None]:
-            async with aclosing(batches):
-                if first:
-                    yield _encode_batch(prefix, first)
-                async for batch in batches:
-                    if batch:
-                        yield _encode_batch(prefix, batch)
-
-        return responses()
+        prefix = jsonrpc_prefix(request_id)
+        chunks = _Chunks(encode_batches(batches, first, prefix, b"}\n\n"))
+        return cast("AsyncGenerator[dict[str, Any], None]", chunks)  # see _create_response
 
     def _create_response(
         self,
         context: ServerCallContext,
         handler_result: AsyncGenerator[dict[str, Any], None] | dict[str, Any],
     ) -> Response:
-        if isinstance(handler_result, dict):
+        if not isinstance(handler_result, _Chunks):
             return super()._create_response(context, handler_result)
-        return EventStream(handler_result, context.state.get("request_id"), self.heartbeat)
+        error_frame = partial(jsonrpc_error_frame, context.state.get("request_id"))
+        return EventStream(handler_result.chunks, error_frame)
+
+
+class _Chunks:
+    """A stream's encoded chunks, passed through the SDK dispatcher as its result."""
+
+    def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
+        self.chunks = chunks
