@@ -28,7 +28,6 @@ before each turn, so a cached Agent is reloaded instead of running on stale memo
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -36,14 +35,21 @@ from dataclasses import dataclass, replace
 from typing import cast
 
 from agentkeel.checkpoint.base import Checkpoint, Checkpointer
-from agentkeel.errors import ConcurrentWriteError, CorruptSessionError
+from agentkeel.errors import ConcurrentWriteError
 from agentkeel.ids import new_checkpoint_id
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject, Message
 from agentkeel.result import AgentResult, ErrorInfo, Usage
 from agentkeel.run_state import RunState
-from agentkeel.session_records import CommitFrames, bundles, keeps_usage, run_record
-from agentkeel.storage.base import IncrementalLoadStorage, RunRecord, SessionStorage
+from agentkeel.session_records import (
+    CommitFrames,
+    bundles,
+    keeps_usage,
+    load_after,
+    restore_checkpoint,
+    run_record,
+)
+from agentkeel.storage.base import RunRecord, SessionStorage
 from agentkeel.storage.bundled import BundledCommitStorage, CommitExtras
 from agentkeel.storage.usage import UsageStorage, utc_day
 from agentkeel.usage import TokenBudgets, UnsavedUsage, UsageMeter
@@ -145,21 +151,8 @@ class SessionManager:
         catch up (IncrementalLoadStorage), only the messages after it are read, and the
         answer's `kept` says how many of `held` come first; otherwise the whole history.
         """
-        known, version = self._held, self.version
-        self._held = None
-        if (
-            known is not None
-            and version is not None
-            and 0 < known[0] <= len(held)
-            and held[known[0] - 1].id == known[1]
-            and _catches_up(type(self.storage))
-        ):
-            since = cast(IncrementalLoadStorage, self.storage)
-            snapshot = await since.load_since(
-                self.key, version=version, count=known[0], last_id=known[1]
-            )
-        else:
-            snapshot = await self.storage.load(self.key)
+        known, self._held = self._held, None
+        snapshot = await load_after(self.storage, self.key, held, known, self.version)
         self.version = 0 if snapshot is None else snapshot.version
         self._checkpoint_id = None
         suspended = await self._restore_checkpoint()
@@ -184,27 +177,9 @@ class SessionManager:
     async def _restore_checkpoint(self) -> RunState | None:
         if self.checkpointer is None:
             return None
-        checkpoint = await self.checkpointer.latest(self.key)
-        if checkpoint is None:
-            return None
-        record = await self.storage.get_run(self.key, checkpoint.run_id)
-        if record is not None and record.status != "suspended":
-            logger.info(
-                "session=<%s>, run=<%s> | dropping the checkpoint of a run that already ended",
-                self.key.session_id,
-                checkpoint.run_id,
-            )
-            await self.checkpointer.delete(self.key, checkpoint.id)
-            return None
-        try:
-            state = RunState.from_json(checkpoint.payload)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptSessionError(
-                f"checkpoint {checkpoint.id} of session {self.key.session_id} is malformed: {exc}",
-                path=checkpoint.id,
-            ) from exc
-        self._checkpoint_id = checkpoint.id
-        return state
+        restored = await restore_checkpoint(self.checkpointer, self.storage, self.key)
+        self._checkpoint_id = None if restored is None else restored[1]
+        return None if restored is None else restored[0]
 
     async def save_finished(
         self,
@@ -414,9 +389,3 @@ class SessionManager:
             await self.checkpointer.delete_thread(self.key)
         await self.storage.delete(self.key)
         self._checkpoint_id = None
-
-
-@functools.cache
-def _catches_up(storage_type: type) -> bool:
-    """Whether a storage class reads only what a cached history lacks (cached, as below)."""
-    return issubclass(storage_type, IncrementalLoadStorage)

@@ -2,24 +2,46 @@
 
 `run_record` is the stored record of a run (an agent's or a swarm's). `CommitFrames` is
 the server's side of a bundled save: the run's retained frames, handed to the save that
-stores them (`BundledCommitStorage`). `keeps_usage` and `bundles` say what a storage
-class can do, cached: a Protocol check costs microseconds, and every turn asks.
+stores them (`BundledCommitStorage`). `keeps_usage`, `bundles` and `catches_up` say what
+a storage class can do, cached: a Protocol check costs microseconds, and every turn
+asks. `load_after` and `restore_checkpoint` read a session back.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import time
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Protocol, cast
 
-from agentkeel.messages import JSONValue
+from agentkeel.checkpoint.base import Checkpointer
+from agentkeel.errors import CorruptSessionError
+from agentkeel.keys import SessionKey
+from agentkeel.messages import JSONValue, Message
 from agentkeel.result import AgentResult, RunResultFront
 from agentkeel.result import stop_reason as reason_of
-from agentkeel.storage.base import RunRecord
+from agentkeel.run_state import RunState
+from agentkeel.storage.base import (
+    IncrementalLoadStorage,
+    RunRecord,
+    SessionSnapshot,
+    SessionStorage,
+)
 from agentkeel.storage.bundled import BundledCommitStorage
 from agentkeel.storage.usage import UsageStorage
 
-__all__ = ["CommitFrames", "bundles", "keeps_usage", "run_record"]
+__all__ = [
+    "CommitFrames",
+    "bundles",
+    "catches_up",
+    "keeps_usage",
+    "load_after",
+    "restore_checkpoint",
+    "run_record",
+]
+
+logger = logging.getLogger(__name__)
 
 
 class CommitFrames(Protocol):
@@ -72,3 +94,65 @@ def keeps_usage(storage_type: type) -> bool:
 def bundles(storage_type: type) -> bool:
     """Whether a storage class writes a save's usage and frames with it (cached)."""
     return issubclass(storage_type, BundledCommitStorage) and keeps_usage(storage_type)
+
+
+@functools.cache
+def catches_up(storage_type: type) -> bool:
+    """Whether a storage class reads only what a cached history lacks (cached, as above)."""
+    return issubclass(storage_type, IncrementalLoadStorage)
+
+
+async def load_after(
+    storage: SessionStorage,
+    key: SessionKey,
+    held: Sequence[Message],
+    known: tuple[int, str | None] | None,
+    version: int | None,
+) -> SessionSnapshot | None:
+    """The session, read from after `held` when that is safe, else whole.
+
+    `known` is (message count, last message id) of the stored history at `version`, as
+    the caller last restored or saved it. When `held` still starts with that history
+    and the storage can catch up, only the messages after it are read (the snapshot's
+    `kept` says how many of `held` come first).
+    """
+    if (
+        known is not None
+        and version is not None
+        and 0 < known[0] <= len(held)
+        and held[known[0] - 1].id == known[1]
+        and catches_up(type(storage))
+    ):
+        since = cast(IncrementalLoadStorage, storage)
+        return await since.load_since(key, version=version, count=known[0], last_id=known[1])
+    return await storage.load(key)
+
+
+async def restore_checkpoint(
+    checkpointer: Checkpointer, storage: SessionStorage, key: SessionKey
+) -> tuple[RunState, str] | None:
+    """The suspended run to resume and its checkpoint id; None when there is none.
+
+    A checkpoint whose run record no longer says ``suspended`` is stale (the run ended
+    after it was written) and is deleted here, so a finished run is never resumed twice.
+    """
+    checkpoint = await checkpointer.latest(key)
+    if checkpoint is None:
+        return None
+    record = await storage.get_run(key, checkpoint.run_id)
+    if record is not None and record.status != "suspended":
+        logger.info(
+            "session=<%s>, run=<%s> | dropping the checkpoint of a run that already ended",
+            key.session_id,
+            checkpoint.run_id,
+        )
+        await checkpointer.delete(key, checkpoint.id)
+        return None
+    try:
+        state = RunState.from_json(checkpoint.payload)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptSessionError(
+            f"checkpoint {checkpoint.id} of session {key.session_id} is malformed: {exc}",
+            path=checkpoint.id,
+        ) from exc
+    return state, checkpoint.id
