@@ -151,4 +151,7 @@ def test_the_last_message_is_parsed_and_the_rest_is_not(served: Served) -> None:
     )
     assert refused.status_code == 400
     assert refused.json()["error"]["message"].startswith("messages.3.role")
-
+    broken = httpx.post(
+        f"{served.url}/agents/scripted/ag-ui", content=b'{"threadId": "t",', timeout=10
+    )
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"

@@ -28,6 +28,9 @@ __all__ = ["EventMapper", "encode", "interrupt_of", "run_error", "user_message"]
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+_CONTENT = b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":'
+
+
 def encode(event: Mapping[str, JSONValue]) -> bytes:
     """One event as an SSE ``data:`` line."""
     return b"data: %s\n\n" % _ENCODER.encode(event).encode("utf-8")
@@ -89,6 +92,8 @@ class EventMapper:
         self._calls: str | None = None
         """The assistant message holding this step's tool calls, once one was made."""
         self._text: str | None = None
+        self._content: bytes | None = None
+        """The bytes a TEXT_MESSAGE_CONTENT of the open text message starts with."""
         self._reasoning: str | None = None
         self._member: tuple[str, str] | None = None
         """The swarm member speaking, and its subagent run id."""
@@ -162,10 +167,10 @@ class EventMapper:
         ):
             text = event.get("text")
             if isinstance(text, str) and text:
-                prefix = b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":%s,"delta":' % (
-                    _ENCODER.encode(self._text).encode("utf-8")
-                )
-                return b"%s%s}\n\n" % (prefix, _ENCODER.encode(text).encode("utf-8"))
+                if self._content is None:
+                    message_id = _ENCODER.encode(self._text).encode("utf-8")
+                    self._content = b'%s%s,"delta":' % (_CONTENT, message_id)
+                return b"%s%s}\n\n" % (self._content, _ENCODER.encode(text).encode("utf-8"))
         return b"".join(encode(item) for item in self.event(frame))
 
     def started(self) -> JSONObject:
@@ -187,6 +192,7 @@ class EventMapper:
                 events.extend(self._close())
                 self._calls = None
                 self._text = self._id("text")
+                self._content = None
                 start = {"type": "TEXT_MESSAGE_START", "messageId": self._text, "role": "assistant"}
                 events.append(self._attributed(start))
             content = {"type": "TEXT_MESSAGE_CONTENT", "messageId": self._text, "delta": text}
