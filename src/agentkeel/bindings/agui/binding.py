@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
-from pydantic_core import from_json
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -37,7 +36,7 @@ from agentkeel.bindings.agui.events import (
 from agentkeel.bindings.agui.request import InputMessage, RunAgentInput, parse_run_input
 from agentkeel.bindings.agui.snapshot import snapshot_event, transcript_messages
 from agentkeel.bindings.agui.sync import in_step, message_prefix
-from agentkeel.bindings.calls import batches, context_key
+from agentkeel.bindings.calls import batches, context_key, json_body
 from agentkeel.errors import AgentkeelError, InvalidRequestError, StorageError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.facade import RunFacade
@@ -75,9 +74,8 @@ class AGUIBinding:
         if definition not in self.runtime.framework.definitions:
             return _error(404, "agent_not_found", f"no agent is named {definition!r}")
         try:
-            # the body holds the client's whole copy of the thread: a fast decoder, as
-            # HttpAgent sends it all with every run (only the last two are then read)
-            parsed = parse_run_input(from_json(await request.body()))
+            # the client's whole copy of the thread, decoded once (by the server's limits)
+            parsed = parse_run_input(await json_body(request))
             key = context_key(request, definition, parsed.thread_id)
         except (ValueError, RecursionError) as exc:
             message = exc.message if isinstance(exc, InvalidRequestError) else "not JSON"

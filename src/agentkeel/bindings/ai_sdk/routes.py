@@ -16,7 +16,6 @@ one asks for a new answer on purpose.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 
 from starlette.requests import Request
@@ -34,6 +33,7 @@ from agentkeel.bindings.ai_sdk.request import (
     parse_chat_request,
 )
 from agentkeel.bindings.ai_sdk.stream import approved_calls, ui_parts
+from agentkeel.bindings.calls import json_body
 from agentkeel.errors import InvalidRequestError
 from agentkeel.ids import validate_context_id
 from agentkeel.messages import JSONObject
@@ -79,8 +79,8 @@ def _key(request: Request, runtime: RunFacade, context_id: object) -> SessionKey
 
 async def _body(request: Request) -> object:
     try:
-        return json.loads(await request.body())
-    except (ValueError, RecursionError):
+        return await json_body(request)
+    except ValueError:
         raise InvalidRequestError("the request body must be a JSON object") from None
 
 
