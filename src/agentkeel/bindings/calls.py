@@ -19,7 +19,7 @@ from agentkeel.ids import validate_context_id
 from agentkeel.messages import JSONObject
 from agentkeel.runtime.coordination import RunStream
 from agentkeel.runtime.facade import RunFacade
-from agentkeel.server.limits import JSON_BODY
+from agentkeel.server_settings import JSON_BODY
 from agentkeel.storage.base import SessionKey
 
 _MISSING = object()

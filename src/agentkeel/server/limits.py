@@ -26,11 +26,10 @@ from agentkeel.server.errors import (
     error_response,
     send_json,
 )
+from agentkeel.server_settings import JSON_BODY
 
 __all__ = ["JSON_BODY", "RequestLimits", "native_json_path"]
 
-JSON_BODY = "agentkeel.json_body"
-"""Key of the parsed JSON body in ``scope["state"]`` (absent for an empty body)."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
