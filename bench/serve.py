@@ -13,7 +13,9 @@ on loopback, and the load generator (httpx) runs in this process:
   the cost of the disk writes (on ext4 creating a file costs 0.3-0.6 ms of kernel CPU,
   which is why the file backend creates none per turn);
 - one row per binding of SPEC 10 (ak-openai: a streamed Chat Completion in a
-  conversation kept by X-Conversation-Id; ak-agui: an AG-UI run, its snapshot included;
+  conversation kept by X-Conversation-Id; ak-agui: an AG-UI run from a client that
+  keeps and sends the thread's messages as ``HttpAgent`` does (`Copies`), so that
+  the server sends a snapshot only on a thread's first run;
   ak-ai-sdk: a `DefaultChatTransport` turn, its UI message stream read to ``[DONE]``),
   the ak-memory server answering in that protocol, compared with ak-memory (target:
   within 1.3x of the native wire).
@@ -231,6 +233,50 @@ def postgres_cpu() -> float | None:
     return total
 
 
+class Copies:
+    """An AG-UI client's copies of its threads, kept the way ``HttpAgent`` keeps them.
+
+    The ak-agui row sends what ``HttpAgent`` sends: the thread's whole message list (the
+    server's snapshot when one came, the user's messages, the assistant texts streamed
+    to it) and the new message, so that the cost per run is measured for a client in
+    step with the server, as a page that stays open is. Counts the snapshots it got.
+    """
+
+    def __init__(self) -> None:
+        self.threads: dict[str, list[dict[str, Any]]] = {}
+        self.runs = 0
+        self.snapshots = 0
+
+    def body(self, thread: str, text: str) -> dict[str, Any]:
+        """The RunAgentInput of a new user message on `thread`."""
+        self.runs += 1
+        messages = self.threads.setdefault(thread, [])
+        messages.append({"id": os.urandom(8).hex(), "role": "user", "content": text})
+        return {"threadId": thread, "runId": os.urandom(8).hex(), "messages": list(messages)}
+
+    def apply(self, thread: str, data: str) -> None:
+        """One event of a run on `thread`, applied to its copy."""
+        event = json.loads(data)
+        kind = event.get("type")
+        messages = self.threads[thread]
+        if kind == "MESSAGES_SNAPSHOT":
+            self.snapshots += 1
+            sent = {item["id"]: item for item in event["messages"]}
+            kept = [sent[m["id"]] for m in messages if m["id"] in sent]
+            held = {m["id"] for m in kept}
+            self.threads[thread] = kept + [m for i, m in sent.items() if i not in held]
+        elif kind == "TEXT_MESSAGE_START":
+            role = event.get("role") or "assistant"
+            messages.append({"id": event["messageId"], "role": role, "content": ""})
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            found = next(m for m in reversed(messages) if m["id"] == event["messageId"])
+            found["content"] += event["delta"]
+
+
+AGUI_COPIES = Copies()
+"""The ak-agui client's threads, each sent whole with every run (as HttpAgent does)."""
+
+
 def _request(scenario: str, context_id: str) -> tuple[str, JSONObject, dict[str, str], str]:
     """Path, body, headers and the text that ends the stream, in the scenario's protocol."""
     if scenario == OPENAI:
@@ -241,11 +287,9 @@ def _request(scenario: str, context_id: str) -> tuple[str, JSONObject, dict[str,
         }
         return "/v1/chat/completions", body, {"x-conversation-id": context_id}, "[DONE]"
     if scenario == AGUI:
-        message: JSONObject = {"id": os.urandom(8).hex(), "role": "user", "content": "go"}
-        body = {"threadId": context_id, "runId": os.urandom(8).hex(), "messages": [message]}
-        return "/agents/bench/ag-ui", body, {}, '"RUN_FINISHED"'
+        return "/agents/bench/ag-ui", AGUI_COPIES.body(context_id, "go"), {}, '"RUN_FINISHED"'
     if scenario == AI_SDK:
-        message = {
+        message: JSONObject = {
             "id": os.urandom(8).hex(),
             "role": "user",
             "parts": [{"type": "text", "text": "go"}],
@@ -262,6 +306,8 @@ async def one_turn(client: httpx.AsyncClient, context_id: str, scenario: str = "
         frames = 0
         async for frame in aiter_sse(response.aiter_bytes()):
             frames += 1
+            if scenario == AGUI:
+                AGUI_COPIES.apply(context_id, frame.data)
             if last in frame.data:
                 break
     if frames < TOKENS + 1:
@@ -410,6 +456,11 @@ def main() -> None:
             _drop_schema(postgres, schema)
     print(f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {os.cpu_count()} CPUs")
     report(rows)
+    if AGUI in kinds:
+        print(
+            f"ak-agui: {AGUI_COPIES.snapshots} of {AGUI_COPIES.runs} runs (warm-up included)"
+            " came with a MESSAGES_SNAPSHOT"
+        )
     if trips is not None:
         from _trips import report_trips
 

@@ -11,7 +11,19 @@ from typing import Literal, TypeAlias
 
 from agentkeel.auth_settings import AuthSettings
 
-__all__ = ["A2ASettings", "ConcurrencyPolicy", "LimitSettings", "Retention", "ServerSettings"]
+__all__ = [
+    "JSON_BODY",
+    "A2ASettings",
+    "ConcurrencyPolicy",
+    "LimitSettings",
+    "Retention",
+    "ServerSettings",
+]
+
+JSON_BODY = "agentkeel.json_body"
+"""Key of the decoded JSON body in the ASGI ``scope["state"]``: the server's request
+limits set it (absent for an empty body), the native handlers and the bindings read it,
+so that no body is decoded twice."""
 
 ConcurrencyPolicy: TypeAlias = Literal["queue", "reject", "interrupt", "rollback"]
 """``server.concurrency``, and a turn's own ``multitask`` (SPEC 5)."""

@@ -89,12 +89,20 @@ async def test_an_approval_round_trip_and_a_rejection(served: Served) -> None:
         assert resumed[1]["toolCallId"] == request["toolCallId"]
         assert text_of(resumed) == "tools said delete_file success"
 
-        replayed = await client.post(PATH, json=body("chat-hitl", [answered]))
-        assert replayed.status_code == 404  # that interrupt was answered already
+        # the same answer sent again (a retried POST) gets the same stream; nothing runs twice
+        replayed = await chat(client, body("chat-hitl", [answered]))
+        assert replayed == resumed
+        calls = len(served.models["chat-hitl"].requests)
+        changed = await client.post(
+            PATH, json=body("chat-hitl", [_answered(asked, approved=False)])
+        )
+        assert changed.status_code == 422
+        assert changed.json()["error"]["code"] == "idempotency_key_reused"
 
         asked = await chat(client, body("chat-hitl", [user("delete b.txt", "u-3")]))
         rejected = _answered(asked, approved=False, reason="not today")
         parts = await chat(client, body("chat-hitl", [rejected]))
+    assert len(served.models["chat-hitl"].requests) == calls + 2  # b.txt: asked, then rejected
     assert parts[1] == {
         "type": "tool-output-denied",
         "toolCallId": rejected["parts"][0]["toolCallId"],
@@ -116,6 +124,30 @@ def _answered(parts: list[Part], *, approved: bool, reason: str | None = None) -
         "approval": approval,
     }
     return {"id": parts[0]["messageId"], "role": "assistant", "parts": [tool]}
+
+
+async def test_a_retried_post_joins_the_first_ones_run(served: Served) -> None:
+    async with _client(served) as client:
+        sent = body("chat-retry", [user("slow 0.6", "u-1")])
+        async with anyio.create_task_group() as group:
+            answers: list[list[Part]] = []
+
+            async def post() -> None:
+                answers.append(await chat(client, sent))
+
+            group.start_soon(post)
+            await anyio.sleep(0.2)  # the first is still running when the retry arrives
+            group.start_soon(post)
+        after = await chat(client, sent)  # and after it finished, from the retained frames
+        other = await client.post(PATH, json=body("chat-retry", [user("other", "u-1")]))
+        history = await chat(client, body("chat-retry", [user("history", "u-2")]))
+    first, retried = answers
+    assert retried == first and after == first
+    assert text_of(first) == "slowly " * 9 + "slowly"
+    assert len(served.models["chat-retry"].requests) == 2  # the slow turn once, then history
+    assert text_of(history) == "slow 0.6|history"
+    assert other.status_code == 422
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
 
 
 async def test_resume_replays_the_running_turn_and_is_204_when_idle(served: Served) -> None:
@@ -222,8 +254,8 @@ async def test_regenerate_answers_again_from_the_history_cut_before_the_answer(
 
 async def test_send_message_with_a_transcript_id_edits_that_message(served: Served) -> None:
     async with _client(served) as client:
-        await chat(client, body("chat-edit", [user("one")]))
-        await chat(client, body("chat-edit", [user("two")]))
+        await chat(client, body("chat-edit", [user("one", "u-1")]))
+        await chat(client, body("chat-edit", [user("two", "u-2")]))
         listed = await client.get("/agents/scripted/contexts/chat-edit/messages")
         second = [m for m in listed.json()["messages"] if m["role"] == "user"][1]["id"]
         edited = await chat(client, body("chat-edit", [user("history", second)], messageId=second))

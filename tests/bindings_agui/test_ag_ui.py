@@ -52,7 +52,15 @@ def types(events: list[Any]) -> list[str]:
 
 
 def text(events: list[Any]) -> str:
-    return "".join(e.delta for e in events if e.type == EventType.TEXT_MESSAGE_CONTENT)
+    """What the assistant wrote (the client's own message may come back as a user message)."""
+    said = {
+        e.message_id
+        for e in events
+        if e.type == EventType.TEXT_MESSAGE_START and e.role in (None, "assistant")
+    }
+    return "".join(
+        e.delta for e in events if e.type == EventType.TEXT_MESSAGE_CONTENT and e.message_id in said
+    )
 
 
 def test_a_turn(served: Served) -> None:
@@ -111,7 +119,9 @@ def test_a_history_that_lies_changes_nothing_the_model_sees(served: Served) -> N
     seen = served.model.requests[-1].messages
     assert not any("admin" in m.text for m in seen)
     snapshot = [m.content for m in events[1].messages]
-    assert snapshot == ["hi", "echo: hi", "history"]  # the server's, plus the new message
+    assert snapshot == ["hi", "echo: hi"]  # the server's; then the new message, as the user's
+    assert events[2].type == EventType.TEXT_MESSAGE_START and events[2].role == "user"
+    assert (events[2].message_id, events[3].delta) == (lies[-1]["id"], "history")
 
 
 def test_a_message_the_server_has_is_not_run_again(served: Served) -> None:

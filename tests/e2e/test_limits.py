@@ -6,6 +6,7 @@ write them) and served by uvicorn on loopback; API keys give two principals.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import load_framework
 from agentkeel.server import create_app
+from agentkeel.server.limits import _decoded
 from e2e import serve_in_thread, stream_turn
 
 pytestmark = pytest.mark.anyio
@@ -188,3 +190,14 @@ async def test_the_openai_binding_answers_limits_in_its_own_shape(start: Start) 
             assert refused.json()["error"]["code"] == "rate_limited"
             assert refused.json()["error"]["type"] == "rate_limit_error"
             assert 1 <= int(refused.headers["retry-after"]) <= 60
+
+
+def test_bodies_decode_as_json_decodes_them() -> None:
+    """The fast decoder accepts and refuses exactly what ``json`` does (NaN refused)."""
+    accepted = [b'{"a": 1, "a": 2}', b"\xef\xbb\xbf{}", b'"\\ud800"', b"[" * 300 + b"]" * 300]
+    accepted += [b"1e400", b'{"n": 123456789012345678901234567890}', b' {"x": [1.5, null]} ']
+    for body in accepted:
+        assert _decoded(body) == json.loads(body), body
+    for body in [b"NaN", b'{"a": Infinity}', b'{"a":1,}', b'"a\x01b"', b'{"a":1}x', b'"\xff"']:
+        with pytest.raises(ValueError):
+            _decoded(body)

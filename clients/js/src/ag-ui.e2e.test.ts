@@ -62,6 +62,35 @@ describe.skipIf(skip !== undefined)("HttpAgent against agentkeel", () => {
     expect(typeof last?.content === "string" && last.content.length > 0).toBe(true);
   });
 
+  it("sends an HttpAgent that kept its messages no snapshot, and one that fell behind a snapshot", async () => {
+    const threadId = `thread-${crypto.randomUUID()}`;
+    const chat = agent(threadId);
+    chat.addMessage(user("Remember that my favourite colour is green"));
+    await run(chat);
+    chat.addMessage(user("And my favourite number is seven"));
+    const second = await run(chat);
+    expect(second.map((e) => e.type)).not.toContain("MESSAGES_SNAPSHOT");
+    expect(second.at(-1)).toMatchObject({ type: "RUN_FINISHED", outcome: { type: "success" } });
+    const transcript = async (): Promise<[string, string][]> => {
+      const response = await fetch(`${server.url}/agents/demo/contexts/${threadId}/messages`);
+      const body = (await response.json()) as { messages: { role: string; text: string }[] };
+      return body.messages.filter((m) => m.text !== "").map((m) => [m.role, m.text]);
+    };
+    expect(texts(chat.messages)).toEqual(await transcript());
+
+    // another page on the thread runs a turn: the first one's copy is behind, and its next
+    // run starts with the server's snapshot, its new message after the history
+    const other = agent(threadId);
+    await run(other);
+    other.addMessage(user("What is my favourite colour?"));
+    await run(other);
+    chat.addMessage(user("What is my favourite number?"));
+    const behind = await run(chat);
+    expect(behind.map((e) => e.type)).toContain("MESSAGES_SNAPSHOT");
+    expect(texts(chat.messages)).toEqual(await transcript());
+    expect(texts(chat.messages).at(-2)).toEqual(["user", "What is my favourite number?"]);
+  });
+
   it("gives a new HttpAgent on the same thread the history, with no messages of its own", async () => {
     const threadId = `thread-${crypto.randomUUID()}`;
     const first = agent(threadId);
@@ -99,15 +128,18 @@ describe.skipIf(skip !== undefined)("HttpAgent against agentkeel", () => {
     const resume = [{ interruptId: interrupt?.id ?? "", status: "resolved" as const, payload: { approved: true } }];
     const resumed = await run(chat, { resume });
     expect(resumed.at(-1)).toMatchObject({ type: "RUN_FINISHED", outcome: { type: "success" } });
+    expect(resumed.map((e) => e.type)).not.toContain("MESSAGES_SNAPSHOT"); // its copy is in step
     expect(resumed).toContainEqual(expect.objectContaining({ type: "TOOL_CALL_START", toolCallName: "delete_file" }));
     expect(chat.pendingInterrupts).toHaveLength(0);
     const answer = chat.messages.at(-1)?.content;
 
-    // the same resume again, as a client that lost the answer would send it: the same run's events
+    // the same resume again, as a client that lost the answer would send it: the same run's
+    // events, after a snapshot (this client has no messages)
     const replay = agent(threadId);
     const replayed = await run(replay, { resume });
     expect(replayed.at(-1)).toMatchObject({ type: "RUN_FINISHED", outcome: { type: "success" } });
-    expect(replayed.map((e) => e.type)).toEqual(resumed.map((e) => e.type));
+    expect(replayed[1]?.type).toBe("MESSAGES_SNAPSHOT");
+    expect(replayed.map((e) => e.type).filter((t) => t !== "MESSAGES_SNAPSHOT")).toEqual(resumed.map((e) => e.type));
     expect(replay.messages.at(-1)?.content).toEqual(answer);
   });
 });

@@ -8,6 +8,7 @@ the same context whichever wire it came from.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
@@ -18,15 +19,36 @@ from agentkeel.ids import validate_context_id
 from agentkeel.messages import JSONObject
 from agentkeel.runtime.coordination import RunStream
 from agentkeel.runtime.facade import RunFacade
+from agentkeel.server_settings import JSON_BODY
 from agentkeel.storage.base import SessionKey
 
-__all__ = ["batches", "context_key", "principal_of"]
+_MISSING = object()
+
+__all__ = ["batches", "context_key", "json_body", "principal_of"]
 
 
 def principal_of(request: Request) -> str | None:
     """The authenticated caller (None while authentication is off)."""
     principal = request.scope.get("state", {}).get(PRINCIPAL)
     return principal if isinstance(principal, str) and principal else None
+
+
+async def json_body(request: Request) -> object:
+    """The request's JSON body, decoded once.
+
+    The server's `RequestLimits` middleware decodes every body it lets through (to
+    refuse malformed JSON up front) and leaves the value in the scope: a binding whose
+    clients post whole histories (AG-UI's HttpAgent, the AI SDK, Chat Completions)
+    would otherwise decode them twice. Behind another app, the body is decoded here;
+    ValueError when it is not JSON.
+    """
+    parsed = request.scope.get("state", {}).get(JSON_BODY, _MISSING)
+    if parsed is not _MISSING:
+        return parsed
+    try:
+        return json.loads(await request.body())
+    except RecursionError:
+        raise ValueError("the request body nests too deeply") from None
 
 
 def context_key(request: Request, definition: str, context_id: object) -> SessionKey:

@@ -1,7 +1,9 @@
 """The AG-UI 1.0 binding: ``POST /agents/{name}/ag-ui`` takes a RunAgentInput, streams events.
 
-``threadId`` is the contextId. Each run starts with RUN_STARTED and a MESSAGES_SNAPSHOT
-of the server's transcript; then, when the input's last message is a new user message,
+``threadId`` is the contextId. Each run starts with RUN_STARTED and, unless the client's
+copy of the thread is in step with the server's (`agentkeel.bindings.agui.sync`), a
+MESSAGES_SNAPSHOT of the server's transcript; then, when the input's last message is a
+new user message,
 that message is the turn (submitted through the runtime's `RunFacade`, exactly as a
 native turn), and its frames are mapped by `EventMapper`. An input without a new user
 message (a reloaded page, a new ``HttpAgent`` on the thread) gets the snapshot and a
@@ -17,7 +19,6 @@ and an unknown agent are HTTP errors (``{"error": {"code", "message"}}``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
@@ -25,10 +26,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from agentkeel.bindings.agui.events import EventMapper, encode, interrupt_of, run_error
+from agentkeel.bindings.agui.events import (
+    EventMapper,
+    encode,
+    interrupt_of,
+    run_error,
+    user_message,
+)
 from agentkeel.bindings.agui.request import InputMessage, RunAgentInput, parse_run_input
 from agentkeel.bindings.agui.snapshot import snapshot_event, transcript_messages
-from agentkeel.bindings.calls import batches, context_key
+from agentkeel.bindings.agui.sync import in_step, message_prefix
+from agentkeel.bindings.calls import batches, context_key, json_body
 from agentkeel.errors import AgentkeelError, InvalidRequestError, StorageError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.facade import RunFacade
@@ -66,7 +74,8 @@ class AGUIBinding:
         if definition not in self.runtime.framework.definitions:
             return _error(404, "agent_not_found", f"no agent is named {definition!r}")
         try:
-            parsed = parse_run_input(json.loads(await request.body()))
+            # the client's whole copy of the thread, decoded once (by the server's limits)
+            parsed = parse_run_input(await json_body(request))
             key = context_key(request, definition, parsed.thread_id)
         except (ValueError, RecursionError) as exc:
             message = exc.message if isinstance(exc, InvalidRequestError) else "not JSON"
@@ -82,19 +91,15 @@ class AGUIBinding:
         mapper = EventMapper(key.context_id, parsed.run_id)
         yield encode(mapper.started())
         try:
-            snapshot = await self._transcript(key)
-            known = {item["id"] for item in snapshot}
-            pending = await self._suspended(key)
-            if pending is not None and isinstance(pending.input, str) and pending.input:
-                # the suspended turn is not committed yet: show what it answers
-                waiting = {"id": f"{pending.run_id}:input", "role": "user"}
-                snapshot.append({**waiting, "content": pending.input})
+            latest = await self.runtime.framework.storage.latest_run(key)
+            pending = latest if latest is not None and latest.status == "suspended" else None
             new = parsed.last_user if parsed.resume is None else None
-            if new is not None and new.id in known:
-                new = None  # the client's copy ends with a message the server has
-            if new is not None:
-                snapshot.append({"id": new.id, "role": "user", "content": new.text()})
-            yield encode(snapshot_event(snapshot))
+            if not in_step(parsed, latest):
+                snapshot, new = await self._snapshot(key, pending, new)
+                out = [encode(snapshot_event(snapshot))]
+                if new is not None:
+                    out.extend(encode(event) for event in user_message(new.id, new.text()))
+                yield b"".join(out)
             job = await self._submit(key, parsed, new)
         except AgentkeelError as exc:
             yield encode(run_error(exc.code, _shown(exc)))
@@ -106,13 +111,28 @@ class AGUIBinding:
             for event in mapper.finished({"status": status}, waiting_for):
                 yield encode(event)
             return
+        if job.channel is not None:
+            mapper.bind(message_prefix(job.channel.run_id, parsed.run_id))
         async for chunk in self._follow(key, job, mapper):
             yield chunk
 
-    async def _suspended(self, key: SessionKey) -> RunRecord | None:
-        """The context's latest run while it waits for a decision."""
-        record = await self.runtime.framework.storage.latest_run(key)
-        return record if record is not None and record.status == "suspended" else None
+    async def _snapshot(
+        self, key: SessionKey, pending: RunRecord | None, new: InputMessage | None
+    ) -> tuple[list[JSONObject], InputMessage | None]:
+        """The snapshot's messages, and the new message unless the server has it already.
+
+        The new message is not in the snapshot: `user_message` follows it.
+        """
+        snapshot = await self._transcript(key)
+        known = {item["id"] for item in snapshot}
+        if pending is not None and isinstance(pending.input, str) and pending.input:
+            # the suspended turn is not committed yet: show what it answers
+            waiting = {"id": f"{pending.run_id}:input", "role": "user"}
+            snapshot.append({**waiting, "content": pending.input})
+            known.add(f"{pending.run_id}:input")
+        if new is not None and new.id in known:
+            new = None  # the client's copy ends with a message the server has
+        return snapshot, new
 
     async def _transcript(self, key: SessionKey) -> list[JSONObject]:
         return transcript_messages(await self.runtime.transcript(key))

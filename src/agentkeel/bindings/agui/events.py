@@ -3,6 +3,8 @@
 - ``token`` frames are one text message (TEXT_MESSAGE_START, _CONTENT, _END) per
   stretch of text; ``thinking`` frames are a reasoning message (REASONING_START,
   REASONING_MESSAGE_START, _CONTENT, _END, REASONING_END);
+- every message id starts with the native run's id and the AG-UI run id (see
+  `agentkeel.bindings.agui.sync`, which reads them back to spare a snapshot);
 - ``tool_call`` is TOOL_CALL_START and TOOL_CALL_END, with TOOL_CALL_ARGS (the input as
   JSON) only for a tool declared ``expose``; its ``tool_result`` is TOOL_CALL_RESULT
   only for such a tool (the output as JSON): other tools show their name, and their
@@ -21,9 +23,12 @@ from collections.abc import Mapping
 
 from agentkeel.messages import JSONObject, JSONValue
 
-__all__ = ["EventMapper", "encode", "interrupt_of", "run_error"]
+__all__ = ["EventMapper", "encode", "interrupt_of", "run_error", "user_message"]
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_CONTENT = b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":'
 
 
 def encode(event: Mapping[str, JSONValue]) -> bytes:
@@ -34,6 +39,22 @@ def encode(event: Mapping[str, JSONValue]) -> bytes:
 def run_error(code: str, message: str) -> JSONObject:
     """RUN_ERROR: the run failed or was refused; the message is safe to show."""
     return {"type": "RUN_ERROR", "message": message, "code": code}
+
+
+def user_message(message_id: str, text: str) -> list[JSONObject]:
+    """The client's new message, after a snapshot, as a user text message with its own id.
+
+    Not in the snapshot itself: a client keeps the place of a message it holds, so the
+    new message, already last in its copy, would stay before the history the snapshot
+    brings; a message the snapshot leaves out is dropped, and this one then comes back
+    after the history.
+    """
+    message: JSONObject = {"messageId": message_id}
+    events: list[JSONObject] = [{"type": "TEXT_MESSAGE_START", **message, "role": "user"}]
+    if text:
+        events.append({"type": "TEXT_MESSAGE_CONTENT", **message, "delta": text})
+    events.append({"type": "TEXT_MESSAGE_END", **message})
+    return events
 
 
 def _usage(done: JSONObject) -> list[JSONValue]:
@@ -67,14 +88,23 @@ class EventMapper:
         self.thread_id = thread_id
         self.run_id = run_id
         self._count = 0
+        self._prefix = f"{run_id}-"
+        self._calls: str | None = None
+        """The assistant message holding this step's tool calls, once one was made."""
         self._text: str | None = None
+        self._content: bytes | None = None
+        """The bytes a TEXT_MESSAGE_CONTENT of the open text message starts with."""
         self._reasoning: str | None = None
         self._member: tuple[str, str] | None = None
         """The swarm member speaking, and its subagent run id."""
 
+    def bind(self, prefix: str) -> None:
+        """Start the ids of the messages to come with `prefix` (once the native run is known)."""
+        self._prefix = prefix
+
     def _id(self, kind: str) -> str:
         self._count += 1
-        return f"{self.run_id}-{kind}-{self._count}"
+        return f"{self._prefix}{kind}-{self._count}"
 
     def _attributed(self, event: Mapping[str, JSONValue]) -> JSONObject:
         """`event`, with the speaking member's subagent run id."""
@@ -112,6 +142,7 @@ class EventMapper:
         if name == (self._member[0] if self._member else None):
             return []
         events = self._close()
+        self._calls = None
         events.extend(self._finish_member({"type": "success"}, None))
         if name is not None:
             self._member = (name, self._id(f"agent-{name}"))
@@ -136,10 +167,10 @@ class EventMapper:
         ):
             text = event.get("text")
             if isinstance(text, str) and text:
-                prefix = b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":%s,"delta":' % (
-                    _ENCODER.encode(self._text).encode("utf-8")
-                )
-                return b"%s%s}\n\n" % (prefix, _ENCODER.encode(text).encode("utf-8"))
+                if self._content is None:
+                    message_id = _ENCODER.encode(self._text).encode("utf-8")
+                    self._content = b'%s%s,"delta":' % (_CONTENT, message_id)
+                return b"%s%s}\n\n" % (self._content, _ENCODER.encode(text).encode("utf-8"))
         return b"".join(encode(item) for item in self.event(frame))
 
     def started(self) -> JSONObject:
@@ -154,10 +185,14 @@ class EventMapper:
         events = self._switch_member(frame.get("agent"))
         kind = event.get("type")
         text = event.get("text")
-        if kind == "token" and isinstance(text, str) and text:
+        if kind == "step":
+            self._calls = None  # a new model call: its tool calls are a message of their own
+        elif kind == "token" and isinstance(text, str) and text:
             if self._text is None:
                 events.extend(self._close())
+                self._calls = None
                 self._text = self._id("text")
+                self._content = None
                 start = {"type": "TEXT_MESSAGE_START", "messageId": self._text, "role": "assistant"}
                 events.append(self._attributed(start))
             content = {"type": "TEXT_MESSAGE_CONTENT", "messageId": self._text, "delta": text}
@@ -165,6 +200,7 @@ class EventMapper:
         elif kind == "thinking" and isinstance(text, str) and text:
             if self._reasoning is None:
                 events.extend(self._close())
+                self._calls = None
                 self._reasoning = self._id("reasoning")
                 message = {"messageId": self._reasoning}
                 events.append(self._attributed({"type": "REASONING_START", **message}))
@@ -178,8 +214,15 @@ class EventMapper:
             events.append(self._attributed(delta))
         elif kind == "tool_call":
             events.extend(self._close())
+            if self._calls is None:
+                self._calls = self._id("calls")
             call = {"toolCallId": str(event.get("id"))}
-            start = {"type": "TOOL_CALL_START", **call, "toolCallName": str(event.get("name"))}
+            start = {
+                "type": "TOOL_CALL_START",
+                **call,
+                "toolCallName": str(event.get("name")),
+                "parentMessageId": self._calls,
+            }
             events.append(self._attributed(start))
             if "input" in event:
                 arguments = json.dumps(event["input"], ensure_ascii=False)

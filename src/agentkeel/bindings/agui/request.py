@@ -1,8 +1,11 @@
 """The body of ``POST /agents/{name}/ag-ui``: AG-UI 1.0's ``RunAgentInput``.
 
-The server owns the memory (SPEC 10): of ``messages`` only the last one is read, and
-only when it is a user message the server does not have yet (it is then the turn);
-everything before it is the client's copy of the conversation and never trusted.
+The server owns the memory (SPEC 10): of ``messages`` only the last two are parsed. The
+last one is the turn when it is a user message the server does not have yet; the one
+before it (or the last, when there is no new turn) is the client's tail, which tells
+whether the client's copy of the conversation is in step with the server (see
+`agentkeel.bindings.agui.sync`). Everything else is the client's copy and is never
+parsed or trusted, so a long thread costs no more to parse than a short one.
 ``resume`` answers the interrupt the previous run ended with. ``tools`` (frontend
 tools), ``context``, ``state`` and ``forwardedProps`` are accepted and ignored: the
 agent's tools, instructions and state live on the server (docs/bindings/ag-ui.md).
@@ -10,7 +13,7 @@ agent's tools, instructions and state live on the server (docs/bindings/ag-ui.md
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
@@ -31,7 +34,7 @@ class _Part(_Open):
 
 
 class InputMessage(_Open):
-    """One message of the input; only the last one, a user's, is ever read."""
+    """One of the last two messages of the input (the others are never parsed)."""
 
     id: str = Field(min_length=1)
     role: str
@@ -69,6 +72,7 @@ class RunAgentInput(_Open):
     thread_id: str = Field(alias="threadId", min_length=1)
     run_id: str = Field(alias="runId", min_length=1)
     messages: list[InputMessage] = []
+    """After `parse_run_input`: the last two messages sent, at most."""
     resume: list[ResumeEntry] | None = None
 
     @property
@@ -78,14 +82,46 @@ class RunAgentInput(_Open):
             return self.messages[-1]
         return None
 
+    @property
+    def tail(self) -> InputMessage | None:
+        """The last message of the client's copy before the new turn (a resume has none)."""
+        if self.last_user is None or self.resume is not None:
+            return self.messages[-1] if self.messages else None
+        return self.messages[-2] if len(self.messages) > 1 else None
 
-def parse_run_input(body: object) -> RunAgentInput:
-    """Validate a body; InvalidRequestError names the first offending field."""
-    if not isinstance(body, dict):
-        raise InvalidRequestError("the request body must be a RunAgentInput JSON object")
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _validated(model: type[_Model], value: object, where: tuple[str | int, ...]) -> _Model:
+    """`value` as `model`; InvalidRequestError names the first offending field."""
     try:
-        return RunAgentInput.model_validate(body)
+        return model.model_validate(value)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise InvalidRequestError(f"{where}: {first['msg']}" if where else first["msg"]) from None
+        loc = ".".join(str(part) for part in (*where, *first["loc"]))
+        raise InvalidRequestError(f"{loc}: {first['msg']}" if loc else first["msg"]) from None
+
+
+def parse_run_input(body: object) -> RunAgentInput:
+    """Validate a body and its last two messages; InvalidRequestError names the first offence.
+
+    The message before the last is only a hint (the client's tail): when it is not a
+    message, it is dropped rather than refused, as a client's copy may hold kinds of
+    message this binding does not know.
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequestError("the request body must be a RunAgentInput JSON object")
+    sent = body.get("messages", [])
+    if not isinstance(sent, list):
+        raise InvalidRequestError("messages: Input should be a valid list")
+    parsed = _validated(RunAgentInput, {**body, "messages": []}, ())
+    tail: list[InputMessage] = []
+    if len(sent) > 1:
+        try:
+            tail.append(InputMessage.model_validate(sent[-2]))
+        except ValidationError:
+            pass
+    if sent:
+        tail.append(_validated(InputMessage, sent[-1], ("messages", len(sent) - 1)))
+    return parsed.model_copy(update={"messages": tail})

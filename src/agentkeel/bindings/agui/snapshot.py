@@ -1,6 +1,7 @@
 """MESSAGES_SNAPSHOT: the conversation the server remembers, as AG-UI messages.
 
-A run starts with a snapshot of the context's committed history, so that a client that
+A run whose client is not in step with the server (`agentkeel.bindings.agui.sync`)
+starts with a snapshot of the context's committed history, so that a client that
 reloaded (or a new ``HttpAgent`` on the same ``threadId`` with no messages) shows the
 conversation, and so that whatever the client holds is replaced by what the server
 holds. It is SPEC 3's transcript (the runtime's transcript read): one message per user

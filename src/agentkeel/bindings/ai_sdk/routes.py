@@ -6,11 +6,16 @@ caller's principal is read from ``scope["state"]``, where the authentication
 middleware puts it. An error before the stream starts is the server's JSON error
 (the transport raises it with the body's text); one during the stream is an ``error``
 part.
+
+A new message and an approval's answer are claimed by the client's message id and the
+approval id (the runtime's idempotency keys): a POST sent again gets the first one's
+stream, from its start, instead of running the turn twice; the same id with another
+body is ``422 idempotency_key_reused``. An edit and a regenerate are not claimed: each
+one asks for a new answer on purpose.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 
 from starlette.requests import Request
@@ -28,6 +33,7 @@ from agentkeel.bindings.ai_sdk.request import (
     parse_chat_request,
 )
 from agentkeel.bindings.ai_sdk.stream import approved_calls, ui_parts
+from agentkeel.bindings.calls import json_body
 from agentkeel.errors import InvalidRequestError
 from agentkeel.ids import validate_context_id
 from agentkeel.messages import JSONObject
@@ -73,8 +79,8 @@ def _key(request: Request, runtime: RunFacade, context_id: object) -> SessionKey
 
 async def _body(request: Request) -> object:
     try:
-        return json.loads(await request.body())
-    except (ValueError, RecursionError):
+        return await json_body(request)
+    except ValueError:
         raise InvalidRequestError("the request body must be a JSON object") from None
 
 
@@ -89,10 +95,11 @@ async def chat(request: Request) -> Response:
     writer = PartWriter()
     head = b""
     native: JSONObject
+    claim: str | None = None
     if isinstance(action, NewMessage):
-        # not deduplicated by message id: the AI SDK never posts a message twice (a cut
-        # stream is resumed with GET), and a claim per turn would cost every turn
+        # a retried POST (a proxy's, a client's after a reset) joins the first one's run
         native = {"message": action.text, "contextId": key.context_id}
+        claim = f"ai-sdk-message:{action.message_id}"
     elif isinstance(action, Edit):
         native = {"message": action.text, "contextId": key.context_id, "replace": action.message_id}
     elif isinstance(action, ApprovalAnswer):
@@ -101,6 +108,7 @@ async def chat(request: Request) -> Response:
             decision["reason"] = action.reason
         resume: JSONObject = {"interruptId": action.approval_id, "decision": decision}
         native = {"contextId": key.context_id, "resume": resume}
+        claim = f"ai-sdk-approval:{action.approval_id}"
         latest = await runtime.latest(key)
         if latest is not None:
             writer.shown.update(
@@ -111,7 +119,16 @@ async def chat(request: Request) -> Response:
     else:
         native = await regenerate_request(runtime, key, action)
     request_model = SendRequest.model_validate(native)
-    job = await runtime.submit(key, request_model, sent_context_id=key.context_id)
+    job, started = await runtime.submit_claimed(
+        key, request_model, idempotency_key=claim, body=native, sent_context_id=key.context_id
+    )
+    if started:
+        job.binding = dict(writer.shown)  # for a retry that joins: the suspension is gone
+        job.bound.set()
+    else:
+        await job.bound.wait()
+        if isinstance(job.binding, dict):
+            writer.shown.update(job.binding)
     if job.channel is None:
         raise RuntimeError("internal error: a started turn has no channel")
     if isinstance(action, ApprovalAnswer) and job.start_after == 0:

@@ -14,7 +14,6 @@ started here and continued on the native wire or A2A.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -24,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from agentkeel.bindings.calls import batches, context_key
+from agentkeel.bindings.calls import batches, context_key, json_body
 from agentkeel.bindings.openai.completion import CompletionMapper, encode_event
 from agentkeel.bindings.openai.errors import ModelNotFoundError, error_json, error_response
 from agentkeel.bindings.openai.request import ChatRequest, parse_chat_request
@@ -112,10 +111,9 @@ class OpenAIBinding:
         return JSONResponse(mapper.completion(done))
 
     async def _body(self, request: Request) -> object:
-        raw = await request.body()
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
+            return await json_body(request)
+        except ValueError:
             raise InvalidRequestError("the request body is not valid JSON") from None
 
     async def _submit(
