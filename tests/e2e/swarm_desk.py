@@ -25,7 +25,9 @@ def _brain(name: str) -> Callable[[ModelRequest], ScriptedTurn]:
             handoff = {"name": words[1], "message": " ".join(words[2:])}
             return ScriptedTurn(tool_calls=[ScriptedToolCall("handoff_to_agent", handoff)])
         if len(words) > 1 and words[0] == "pause":
-            return ScriptedTurn(tool_calls=[ScriptedToolCall("pause", {"seconds": float(words[1])})])
+            return ScriptedTurn(
+                tool_calls=[ScriptedToolCall("pause", {"seconds": float(words[1])})]
+            )
         prompts = [m.text for m in request.messages if m.role == "user" and not m.tool_results]
         return ScriptedTurn(text=f"{name} heard: " + "|".join(prompts))
 

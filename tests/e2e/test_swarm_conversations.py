@@ -127,7 +127,9 @@ async def test_regenerate_and_edit_rewind_the_members_that_answered(
         ]
         handed = await send(client, "ctx-edit", message="to back later")
         assert handed["text"] == "back heard: later"
-        missing = await client.post(SEND, json={"contextId": "ctx-edit", "regenerate": before[2]["id"]})
+        missing = await client.post(
+            SEND, json={"contextId": "ctx-edit", "regenerate": before[2]["id"]}
+        )
         assert missing.status_code == 404
         assert missing.json()["error"]["code"] == "message_not_found"
 

@@ -62,9 +62,7 @@ async def fork_swarm(source: SwarmSession, target: SwarmSession, message_id: str
             history = loaded.messages
             if name in cuts:
                 history = history[: next(i for i, m in enumerate(history) if m.id == cuts[name])]
-            await storage.append(
-                target.member_key(name), history, loaded.state, expected_version=0
-            )
+            await storage.append(target.member_key(name), history, loaded.state, expected_version=0)
     except ConcurrentWriteError:
         raise ContextExistsError(f"context {target.context_id!r} exists already") from None
     speakers = [m.agent for m in kept if m.role == "assistant" and m.agent in record.members]

@@ -21,8 +21,8 @@ from agentkeel.messages import Message
 from agentkeel.multiagent.handoff import handoff_prompt
 from agentkeel.multiagent.record import SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord
-from agentkeel.rewind import Rewind
 from agentkeel.result import CANCELLED_ERROR, AgentResult, ErrorInfo, RunStatus
+from agentkeel.rewind import Rewind
 from agentkeel.state import InvocationState
 
 __all__ = ["MemberCall", "SwarmLimits", "SwarmLoop", "SwarmOutcome", "invoke_member"]

@@ -11,8 +11,10 @@ stamp on every read, as the append cache is. Indexes are kept for `INDEXED_SESSI
 sessions, the most recently read.
 
 A principal's sessions are listed from the folder names under the principal's folder,
-each read once: the list costs the files it reads (the file backend is the one for a
-single machine; PostgreSQL answers it from an index).
+each from its listing summary (`_file_summary`: two small files per session, whatever
+its history's length; the history is read only when the summary is stale). The list
+still costs one read per session of the principal and definition (the file backend is
+the one for a single machine; PostgreSQL answers it from an index).
 """
 
 from __future__ import annotations
@@ -33,14 +35,10 @@ from agentkeel.ids import decode_path_segment, encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import Message, MessageDecodeError, message_from_json
 from agentkeel.storage import _session_files
+from agentkeel.storage._file_summary import Summary, read_summary, write_summary
 from agentkeel.storage._history import Tail, read_state, scan
-from agentkeel.storage.transcript import (
-    ContextListing,
-    HistoryPage,
-    in_transcript,
-    sort_listings,
-    title_of,
-)
+from agentkeel.storage.base import SessionMetadata
+from agentkeel.storage.transcript import ContextListing, HistoryPage, listed, sort_listings
 
 __all__ = ["INDEXED_SESSIONS", "FileTranscript", "PageIndex"]
 
@@ -118,22 +116,43 @@ def _listings(root: Path, principal: str | None, definition: str) -> list[Contex
             continue
         try:
             key = SessionKey.parse(decode_path_segment(entry.name), principal=principal)
-            loaded = _session_files.load(entry, key)
+            if key.definition == definition:
+                listing = _listing(entry, key)
+                if listing is not None:
+                    found.append(listing)
         except CorruptSessionError:
             continue  # listed by nobody until someone looks at it; never fatal to a list
         except (AgentkeelError, ValueError):
             continue  # not a name this storage writes
-        if loaded is None or key.definition != definition:
-            continue
-        snapshot = loaded[0]
-        found.append(
-            ContextListing(
-                metadata=snapshot.metadata,
-                title=title_of(snapshot.messages),
-                transcript_count=sum(1 for m in snapshot.messages if in_transcript(m)),
-            )
-        )
     return found
+
+
+def _listing(folder: Path, key: SessionKey) -> ContextListing | None:
+    """One session's listing from its summary (`_file_summary`), or its history once."""
+    summary = read_summary(folder, _fs.stamp(folder / _session_files.MESSAGES_FILE))
+    meta = _fs.read_json_object(folder / _session_files.SESSION_FILE)
+    created = None if meta is None else meta.get("created_at")
+    if summary is not None and isinstance(created, int | float):
+        metadata = SessionMetadata(
+            definition=key.definition,
+            context_id=key.context_id,
+            owner=key.principal,
+            created_at=float(created),
+            updated_at=summary.updated_at,
+            message_count=summary.messages,
+        )
+        return ContextListing(
+            metadata=metadata, title=summary.title, transcript_count=summary.shown
+        )
+    loaded = _session_files.load(folder, key)
+    if loaded is None:
+        return None
+    snapshot, tail = loaded
+    title, shown = listed(snapshot.messages)
+    if tail.stamp is not None:
+        meta_time = snapshot.metadata.updated_at
+        write_summary(folder, Summary(tail.stamp, title, shown, len(snapshot.messages), meta_time))
+    return ContextListing(metadata=snapshot.metadata, title=title, transcript_count=shown)
 
 
 class FileTranscript:

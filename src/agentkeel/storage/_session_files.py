@@ -18,6 +18,7 @@ from agentkeel.errors import StorageError
 from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey
 from agentkeel.messages import SCHEMA_VERSION, JSONObject
+from agentkeel.storage._file_summary import Summary, read_summary, write_summary
 from agentkeel.storage._history import (
     EMPTY_STATE,
     Tail,
@@ -30,6 +31,7 @@ from agentkeel.storage._history import (
 from agentkeel.storage._records import RUNS_FILE
 from agentkeel.storage.base import RunRecord, SessionMetadata, SessionSnapshot
 from agentkeel.storage.guard import check_commit
+from agentkeel.storage.transcript import listed
 
 __all__ = [
     "FRAMES_FILE",
@@ -50,6 +52,8 @@ MESSAGES_FILE = "messages.jsonl"
 STATE_FILE = "state.json"
 FRAMES_FILE = "frames.sse"
 _log = logging.getLogger("agentkeel.storage.file")
+EMPTY_LISTING = ("", 0)
+"""The listing of an empty history: no title, nothing shown."""
 
 
 def session_folder(root: Path, key: SessionKey) -> Path:
@@ -104,7 +108,10 @@ def load(folder: Path, key: SessionKey) -> tuple[SessionSnapshot, Tail] | None:
     )
     state = _fs.dumps_json(found.state)
     count = len(found.messages)
-    return snapshot, Tail(len(raw), found.committed, turn, state, found.fence, stamp, count)
+    shown = listed(found.messages)
+    return snapshot, Tail(
+        len(raw), found.committed, turn, state, found.fence, stamp, count, listed=shown
+    )
 
 
 def open_tail(
@@ -155,10 +162,13 @@ def append(
     fence: int | None,
     cut: int | None = None,
     run: RunRecord | None = None,
+    shown: tuple[str, int] | None = None,
 ) -> Tail:
+    """Commit one turn; `shown` (its messages' `listed`) carries the listing summary on."""
     tail, fence = open_tail(folder, key, tail, expected_version, fence)
     if cut is not None and not 0 <= cut <= tail.count:
         raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
+    previous = _listed_before(folder, tail)
     _put_run(folder, run)
     path = folder / MESSAGES_FILE
     if tail.committed < tail.file_size:
@@ -176,7 +186,8 @@ def append(
     commit = b"" if state is None else b',"st":{}' if state == EMPTY_STATE else b',"s":1'
     if cut is not None:
         commit += b',"c":%d' % cut
-    written = turn_lines(messages, turn, commit, fence)
+    at = round(time.time(), 3)
+    written = turn_lines(messages, turn, commit, fence, at)
     size = _fs.append_lines(path, written)
     spans, offset = [], size - sum(len(line) + 1 for line in written)
     for line in written[: len(messages)]:
@@ -188,8 +199,13 @@ def append(
     elif state is not None:
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
     count = (tail.count if cut is None else cut) + len(messages)
+    base = EMPTY_LISTING if cut == 0 else previous if cut is None else None
+    now_listed = None
+    if base is not None and shown is not None:
+        now_listed = (base[0] or shown[0], base[1] + shown[1])
+        _write_listing(folder, stamp, now_listed, count, at)
     state = tail.state if state is None else state
-    return Tail(size, size, turn, state, fence, stamp, count, tuple(spans))
+    return Tail(size, size, turn, state, fence, stamp, count, tuple(spans), now_listed)
 
 
 def rewrite(
@@ -201,6 +217,7 @@ def rewrite(
     expected_version: int | None,
     fence: int | None,
     run: RunRecord | None = None,
+    shown: tuple[str, int] | None = None,
 ) -> Tail:
     tail, fence = open_tail(folder, key, tail, expected_version, fence)
     _put_run(folder, run)
@@ -208,7 +225,8 @@ def rewrite(
     changed = state is not None and state != tail.state
     state = tail.state if state is None else state
     turn = tail.turn + 1
-    lines = turn_lines(messages, turn, b',"st":' + state, fence)
+    at = round(time.time(), 3)
+    lines = turn_lines(messages, turn, b',"st":' + state, fence, at)
     data = b"".join(line + b"\n" for line in lines)
     # This one rename commits history and state together (the state is inline);
     # state.json is brought in line afterwards, for people reading the folder.
@@ -218,7 +236,30 @@ def rewrite(
         _fs.remove_file(path.with_name(STATE_FILE))
     elif changed or not path.with_name(STATE_FILE).exists():
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
-    return Tail(len(data), len(data), turn, state, fence, stamp, len(messages))
+    if shown is not None:
+        _write_listing(folder, stamp, shown, len(messages), at)
+    return Tail(len(data), len(data), turn, state, fence, stamp, len(messages), listed=shown)
+
+
+def _listed_before(folder: Path, tail: Tail) -> tuple[str, int] | None:
+    """The committed history's listing before a turn: known, empty, or from the summary.
+
+    After a cut this process could not follow, the summary the context list rebuilt
+    from the history (if it did) still describes the file.
+    """
+    if not tail.count:
+        return EMPTY_LISTING
+    if tail.listed is not None:
+        return tail.listed
+    found = read_summary(folder, tail.stamp)
+    return None if found is None else (found.title, found.shown)
+
+
+def _write_listing(
+    folder: Path, stamp: tuple[int, int, int] | None, shown: tuple[str, int], count: int, at: float
+) -> None:
+    if stamp is not None:
+        write_summary(folder, Summary(stamp, shown[0], shown[1], count, at))
 
 
 def _put_run(folder: Path, run: RunRecord | None) -> None:

@@ -57,6 +57,7 @@ from agentkeel.storage._usage_files import (
     read_usage,
 )
 from agentkeel.storage.base import RunRecord, SessionSnapshot, StorageHealth
+from agentkeel.storage.transcript import listed
 
 __all__ = ["LocalFileStorage", "principal_folder", "session_folder"]
 
@@ -162,7 +163,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         async with self._lock(key):
             before = self._cache.get(key)
             args = (self.path(key), key, before, lines, encoded_state)
-            checks = (expected_version, fence, cut, run)
+            checks = (expected_version, fence, cut, run, listed(messages))
             tail = await self._call(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
             self._follow_append(key, before, cut, [message.id for message in messages], tail)
@@ -196,6 +197,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
                 expected_version,
                 fence,
                 run,
+                listed(messages),
             )
             self._remember(key, tail)
             return tail.turn
