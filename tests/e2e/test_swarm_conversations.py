@@ -15,6 +15,7 @@ import anyio
 import httpx
 import pytest
 
+from agentkeel.client import AsyncAgentClient
 from e2e import ServerProcess, write_framework
 from e2e.test_run_control import rest_of, running_turn
 
@@ -96,6 +97,10 @@ async def test_a_swarm_transcript_names_the_members_and_survives_a_restart(
         assert [(c["contextId"], c["title"], c["messageCount"]) for c in listed] == [
             ("ctx-desk", "hello", 5)
         ]
+        async with AsyncAgentClient(server.url, agent="desk") as typed:
+            read = [message async for message in typed.messages("ctx-desk", limit=2)]
+        assert [(m.id, m.agent) for m in read] == [(m["id"], m.get("agent")) for m in messages]
+        assert all(m.created_at is not None and m.created_at.tzinfo is not None for m in read)
         summary = (await client.get("/agents/desk/contexts/ctx-desk")).json()
         assert summary["messageCount"] == 5 and summary["status"] == "idle"
         # the swarm goes on where it was: back answers, remembering its own prompts only
