@@ -18,21 +18,41 @@ import pytest
 from agentkeel.client import AsyncAgentClient
 from e2e import ServerProcess, write_framework
 from e2e.test_run_control import rest_of, running_turn
+from postgres.fixtures import pg_database, pg_schema, pg_url
+
+__all__ = ["pg_database", "pg_schema", "pg_url"]  # the fixtures this module uses
 
 pytestmark = pytest.mark.anyio
 SEND = "/agents/desk/send"
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    document = {
+def desk_server(folder: Path, storage: str | None = None) -> ServerProcess:
+    document: dict[str, object] = {
         "agents": {"desk": {"factory": "e2e.swarm_desk:desk"}},
-        "sessionDir": str(tmp_path / "sessions"),
-        "checkpointer": {"dir": str(tmp_path / "checkpoints")},
         "server": {"heartbeatSeconds": 1},
     }
-    process = ServerProcess(write_framework(tmp_path, document))
+    if storage is None:
+        document["sessionDir"] = str(folder / "sessions")
+        document["checkpointer"] = {"dir": str(folder / "checkpoints")}
+    else:
+        document["storage"] = storage
+    return ServerProcess(write_framework(folder, document))
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    process = desk_server(tmp_path)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def pg_server(tmp_path: Path, pg_url: str) -> Iterator[ServerProcess]:
+    process = desk_server(tmp_path, pg_url)
     process.start()
     try:
         yield process
@@ -66,9 +86,18 @@ async def two_turns(client: httpx.AsyncClient, context_id: str) -> None:
     assert handed["agent"] == "back" and handed["text"] == "back heard: hi there"
 
 
+@pytest.fixture(params=["files", "postgresql"])
+def either(request: pytest.FixtureRequest) -> ServerProcess:
+    """The swarm served on files, then on PostgreSQL (its own schema)."""
+    name = "server" if request.param == "files" else "pg_server"
+    process: ServerProcess = request.getfixturevalue(name)
+    return process
+
+
 async def test_a_swarm_transcript_names_the_members_and_survives_a_restart(
-    server: ServerProcess,
+    either: ServerProcess,
 ) -> None:
+    server = either
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         await two_turns(client, "ctx-desk")
     server.stop()
