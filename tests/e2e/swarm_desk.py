@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkeel import Agent, ScriptedModel, ScriptedToolCall, ScriptedTurn
+from agentkeel.messages import JSONObject
 from agentkeel.models.base import ModelRequest
 from agentkeel.multiagent import Swarm
 from e2e import pause
@@ -22,7 +23,7 @@ def _brain(name: str) -> Callable[[ModelRequest], ScriptedTurn]:
             return ScriptedTurn(text=f"{name}: {last.tool_results[0].name} done")
         words = last.text.split()
         if len(words) > 2 and words[0] == "to" and words[1] != name:
-            handoff = {"name": words[1], "message": " ".join(words[2:])}
+            handoff: JSONObject = {"name": words[1], "message": " ".join(words[2:])}
             return ScriptedTurn(tool_calls=[ScriptedToolCall("handoff_to_agent", handoff)])
         if len(words) > 1 and words[0] == "pause":
             return ScriptedTurn(

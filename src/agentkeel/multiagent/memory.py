@@ -166,9 +166,9 @@ class SwarmMemory:
 
     async def _roll_back(self, run: SwarmRunState) -> None:
         """A rollback: the run's messages leave the transcript, its member turns wait to go."""
-        start = run.transcript_start
-        if self.opened_by in self.members:
-            self.active = self.opened_by
+        start, opened = run.transcript_start, self.opened_by
+        if opened is not None and opened in self.members:
+            self.active = opened
         if start is None:
             return
         dropped = [message.id for message in self.transcript[start:]]

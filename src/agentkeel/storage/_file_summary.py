@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentkeel import _fs
+from agentkeel.messages import JSONObject
 
 __all__ = ["SUMMARY_FILE", "Summary", "read_summary", "write_summary"]
 
@@ -65,7 +66,7 @@ def read_summary(folder: Path, stamp: tuple[int, int, int] | None) -> Summary | 
 
 def write_summary(folder: Path, summary: Summary) -> None:
     """Replace the folder's summary (a cache: nothing is fsynced)."""
-    data = {
+    data: JSONObject = {
         "stamp": list(summary.stamp),
         "title": summary.title,
         "shown": summary.shown,
