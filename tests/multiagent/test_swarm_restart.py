@@ -42,7 +42,7 @@ def test_the_session_folders_follow_the_documented_ids(tmp_path: Path) -> None:
     assert not checkpoints(tmp_path, "support--triage:ctx-swarm")
     swarm_folder = tmp_path / "sessions" / "support:ctx-swarm"
     names = sorted(path.name for path in swarm_folder.iterdir())
-    assert names == ["messages.jsonl", "runs.jsonl", "session.json", "summary.cache", "swarm.json"]
+    assert names == ["messages.jsonl", "runs.jsonl", "session.json", "swarm.json"]
     # the transcript: the user's prompt and triage's committed answer (billing waits)
     text = (swarm_folder / "messages.jsonl").read_text(encoding="utf-8")
     lines = [json.loads(line)["m"] for line in text.splitlines()]

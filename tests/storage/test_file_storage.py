@@ -68,8 +68,7 @@ async def test_layout_matches_the_spec(tmp_path: Path) -> None:
     storage = LocalFileStorage(tmp_path)
     await storage.append(KEY, turn(0), {})
     folder = tmp_path / "chat:ctx-1"
-    # no state yet; summary.cache is the context list's cache (docs/sessions.md)
-    assert sorted(os.listdir(folder)) == ["messages.jsonl", "session.json", "summary.cache"]
+    assert sorted(os.listdir(folder)) == ["messages.jsonl", "session.json"]  # no state yet
     meta = json.loads((folder / "session.json").read_bytes())
     assert meta["schema_version"] == 1
     assert meta["session_id"] == "chat:ctx-1"
@@ -85,7 +84,6 @@ async def test_layout_matches_the_spec(tmp_path: Path) -> None:
         "runs.jsonl",
         "session.json",
         "state.json",
-        "summary.cache",
     ]
     runs = [json.loads(line) for line in (folder / "runs.jsonl").read_bytes().splitlines()]
     assert [(run["run_id"], run["schema_version"]) for run in runs] == [("run-1", 1)]
@@ -129,8 +127,7 @@ async def test_a_session_has_a_constant_number_of_files(tmp_path: Path) -> None:
         await storage.append(KEY, turn(index), {"turn": index})
     await storage.rewrite(KEY, turn(199), {"turn": 199})
     files = [path for path in storage.path(KEY).rglob("*") if path.is_file()]
-    names = sorted(path.name for path in files)
-    assert names == ["messages.jsonl", "session.json", "state.json", "summary.cache"]
+    assert sorted(path.name for path in files) == ["messages.jsonl", "session.json", "state.json"]
 
 
 async def test_the_cache_is_bounded_and_stays_correct(tmp_path: Path) -> None:
@@ -336,7 +333,7 @@ async def test_history_without_session_json_is_an_error(tmp_path: Path) -> None:
     assert caught.value.path == str(folder / "session.json")
     with pytest.raises(CorruptSessionError):
         await LocalFileStorage(tmp_path).append(KEY, turn(3), None)
-    assert sorted(os.listdir(folder)) == ["messages.jsonl", "summary.cache"]
+    assert sorted(os.listdir(folder)) == ["messages.jsonl"]
 
 
 @pytest.mark.parametrize("data", [b"{broken", b'{"run_id":"run-1"}', b'{"status":"odd"}'])
@@ -516,7 +513,7 @@ async def test_kill_a_writing_process_at_random_instants(tmp_path: Path) -> None
             progress.append(check_whole_turns([m.text for m in snapshot.messages], snapshot.state))
             names = os.listdir(LocalFileStorage(tmp_path).path(key))
             visible = {name for name in names if not name.startswith(".")}
-            assert visible <= {"session.json", "messages.jsonl", "state.json", "summary.cache"}
+            assert visible <= {"session.json", "messages.jsonl", "state.json"}
     assert max(progress) > 20  # the writer got well past its first turns
 
 

@@ -45,14 +45,7 @@ async def test_a_session_holds_the_same_files_after_10_turns_and_after_10000(
     index_after_ten = files_under(storage.path(INDEX))
     await run_turns(storage, 10, 9_990)
     assert files_under(storage.path(KEY)) == after_ten
-    assert after_ten == [
-        "frames.sse",
-        "messages.jsonl",
-        "runs.jsonl",
-        "session.json",
-        "state.json",
-        "summary.cache",
-    ]
+    assert after_ten == ["frames.sse", "messages.jsonl", "runs.jsonl", "session.json", "state.json"]
     assert files_under(storage.path(INDEX)) == index_after_ten == ["tasks.jsonl"]
     restarted = LocalFileStorage(tmp_path)
     snapshot = await restarted.load(KEY)

@@ -2,15 +2,15 @@
 
 The context list shows each session's title, transcript count and update time; reading
 them from the history would make a list of long conversations cost their whole length.
-So each session folder keeps ``summary.cache``: those values and the stamp (size, inode,
-mtime) of ``messages.jsonl`` they describe, written in place behind a checksum
+A turn carries them forward in the storage's append tail (`_history.Tail.listed`), and
+the list writes them to ``summary.cache`` in the session folder, with the stamp (size,
+inode, mtime) of ``messages.jsonl`` they describe, in place behind a checksum
 (`_fs.overwrite_checked`: no fsync, no new inode; a torn write reads as absent).
 
-It is a cache, never the truth: the list uses it only while its stamp is the history's,
-and otherwise reads the history once and writes it again. Every append of this process
-carries it forward from the turn's own messages (a cut past the start of the history
-cannot be followed without reading it, and is left to that rebuild), so a list costs
-two small files per session, whatever the length of its history.
+It is a cache, never the truth: the list uses the tail or the file only while its stamp
+is the history's, and otherwise reads the history once and writes the file again, so a
+list costs one or two small files per session, whatever the length of its history, and
+a turn costs nothing more.
 """
 
 from __future__ import annotations

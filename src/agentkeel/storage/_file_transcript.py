@@ -105,7 +105,9 @@ def _read_lines(path: Path, spans: Sequence[tuple[int, int]], start: int) -> lis
     return messages
 
 
-def _listings(root: Path, principal: str | None, definition: str) -> list[ContextListing]:
+def _listings(
+    root: Path, principal: str | None, definition: str, known: dict[SessionKey, Tail]
+) -> list[ContextListing]:
     folder = _session_files.principal_folder(root, principal)
     prefix = encode_path_segment(definition + ":")
     found: list[ContextListing] = []
@@ -117,7 +119,7 @@ def _listings(root: Path, principal: str | None, definition: str) -> list[Contex
         try:
             key = SessionKey.parse(decode_path_segment(entry.name), principal=principal)
             if key.definition == definition:
-                listing = _listing(entry, key)
+                listing = _listing(entry, key, known.get(key))
                 if listing is not None:
                     found.append(listing)
         except CorruptSessionError:
@@ -127,9 +129,21 @@ def _listings(root: Path, principal: str | None, definition: str) -> list[Contex
     return found
 
 
-def _listing(folder: Path, key: SessionKey) -> ContextListing | None:
-    """One session's listing from its summary (`_file_summary`), or its history once."""
-    summary = read_summary(folder, _fs.stamp(folder / _session_files.MESSAGES_FILE))
+def _listing(folder: Path, key: SessionKey, tail: Tail | None) -> ContextListing | None:
+    """One session's listing: from this process's append tail, its summary, or its history.
+
+    The tail (what this process last wrote or loaded) and the summary (`_file_summary`)
+    are used only while their stamp is the history file's; the history is read, and the
+    summary written, only when neither is.
+    """
+    stamp = _fs.stamp(folder / _session_files.MESSAGES_FILE)
+    summary = None
+    if tail is not None and stamp is not None and tail.stamp == stamp:
+        if tail.listed is not None and tail.updated_at is not None:
+            title, shown = tail.listed
+            summary = Summary(stamp, title, shown, tail.count, tail.updated_at)
+    if summary is None:
+        summary = read_summary(folder, stamp)
     meta = _fs.read_json_object(folder / _session_files.SESSION_FILE)
     created = None if meta is None else meta.get("created_at")
     if summary is not None and isinstance(created, int | float):
@@ -160,6 +174,7 @@ class FileTranscript:
 
     if TYPE_CHECKING:
         directory: Path
+        _cache: OrderedDict[SessionKey, Tail]
 
         def path(self, key: SessionKey) -> Path: ...
 
@@ -233,5 +248,6 @@ class FileTranscript:
         self, principal: str | None, definition: str, *, limit: int, cursor: str | None
     ) -> tuple[list[ContextListing], str | None]:
         """The principal's saved sessions of `definition`, newest first (TranscriptStorage)."""
-        found = await self._call(None, _listings, self.directory, principal, definition)
+        known = dict(self._cache)  # the append tails: what this process knows is current
+        found = await self._call(None, _listings, self.directory, principal, definition, known)
         return sort_listings(found, limit=limit, cursor=cursor)

@@ -65,7 +65,9 @@ class Tail:
     transcript's page index up to date without reading the file."""
     listed: tuple[str, int] | None = None
     """The committed history's title and transcript count (`transcript.listed`), when
-    known: what the listing summary is carried forward from."""
+    known: what the context list shows of it, carried forward by each append."""
+    updated_at: float | None = None
+    """The last commit's time (the context list's update time)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from agentkeel.errors import StorageError
 from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey
 from agentkeel.messages import SCHEMA_VERSION, JSONObject
-from agentkeel.storage._file_summary import Summary, read_summary, write_summary
+from agentkeel.storage._file_summary import read_summary
 from agentkeel.storage._history import (
     EMPTY_STATE,
     Tail,
@@ -110,7 +110,15 @@ def load(folder: Path, key: SessionKey) -> tuple[SessionSnapshot, Tail] | None:
     count = len(found.messages)
     shown = listed(found.messages)
     return snapshot, Tail(
-        len(raw), found.committed, turn, state, found.fence, stamp, count, listed=shown
+        len(raw),
+        found.committed,
+        turn,
+        state,
+        found.fence,
+        stamp,
+        count,
+        listed=shown,
+        updated_at=found.updated_at,
     )
 
 
@@ -164,7 +172,7 @@ def append(
     run: RunRecord | None = None,
     shown: tuple[str, int] | None = None,
 ) -> Tail:
-    """Commit one turn; `shown` (its messages' `listed`) carries the listing summary on."""
+    """Commit one turn; `shown` (its messages' `listed`) carries the listing forward."""
     tail, fence = open_tail(folder, key, tail, expected_version, fence)
     if cut is not None and not 0 <= cut <= tail.count:
         raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
@@ -203,9 +211,8 @@ def append(
     now_listed = None
     if base is not None and shown is not None:
         now_listed = (base[0] or shown[0], base[1] + shown[1])
-        _write_listing(folder, stamp, now_listed, count, at)
     state = tail.state if state is None else state
-    return Tail(size, size, turn, state, fence, stamp, count, tuple(spans), now_listed)
+    return Tail(size, size, turn, state, fence, stamp, count, tuple(spans), now_listed, at)
 
 
 def rewrite(
@@ -236,9 +243,8 @@ def rewrite(
         _fs.remove_file(path.with_name(STATE_FILE))
     elif changed or not path.with_name(STATE_FILE).exists():
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
-    if shown is not None:
-        _write_listing(folder, stamp, shown, len(messages), at)
-    return Tail(len(data), len(data), turn, state, fence, stamp, len(messages), listed=shown)
+    count = len(messages)
+    return Tail(len(data), len(data), turn, state, fence, stamp, count, listed=shown, updated_at=at)
 
 
 def _listed_before(folder: Path, tail: Tail) -> tuple[str, int] | None:
@@ -253,13 +259,6 @@ def _listed_before(folder: Path, tail: Tail) -> tuple[str, int] | None:
         return tail.listed
     found = read_summary(folder, tail.stamp)
     return None if found is None else (found.title, found.shown)
-
-
-def _write_listing(
-    folder: Path, stamp: tuple[int, int, int] | None, shown: tuple[str, int], count: int, at: float
-) -> None:
-    if stamp is not None:
-        write_summary(folder, Summary(stamp, shown[0], shown[1], count, at))
 
 
 def _put_run(folder: Path, run: RunRecord | None) -> None:
