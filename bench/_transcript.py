@@ -1,5 +1,6 @@
-"""The transcript row of bench/serve.py: one page of a conversation's transcript, read over
-HTTP from a served agent, for a conversation of 10 messages and one of 10,000.
+"""The transcript rows of bench/serve.py: one page of a conversation's transcript, read over
+HTTP from a served agent, for a conversation of 10 messages and one of 10,000; and one
+page of the context list, over `LISTED` conversations of 10 messages each and of 10,000.
 
 The histories are written into the server's storage before it starts (the file backend's
 session folder, or the PostgreSQL schema), so the server reads them cold: the first read
@@ -7,7 +8,9 @@ of each builds the file backend's page index from one scan, and is left out as w
 Each measured read asks for the last page of the history (the page a client that
 follows a conversation asks for), `PAGE` messages after a message near the end, so
 that both pages hold the same messages. The target: the 10,000-message page
-costs about what the 10-message page costs (server CPU per read within 1.5x).
+costs about what the 10-message page costs (server CPU per read within 1.5x), and so
+does a list of conversations of 10,000 messages against one of 10-message ones (the
+list reads summaries, not histories).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from agentkeel.storage.base import SessionStorage
 __all__ = ["TranscriptFigures", "fill_histories", "measure_pages", "report_pages"]
 
 SIZES = (10, 10_000)
+LISTED = 10
+"""Conversations per listed definition (each of one size)."""
 READS = 200
 PAGE = 8
 WARMUP = 5
@@ -54,6 +59,11 @@ def context_of(size: int) -> str:
     return f"ctx-transcript-{size}"
 
 
+def listed_definition(size: int) -> str:
+    """The definition whose `LISTED` conversations all hold `size` messages."""
+    return f"bench-list-{size}"
+
+
 async def fill_histories(storage: SessionStorage) -> dict[int, str]:
     """Write each size's history (in batches: the bench is of reads); the id to read after."""
     await storage.open()
@@ -68,6 +78,10 @@ async def fill_histories(storage: SessionStorage) -> dict[int, str]:
             for start in range(0, size, BATCH):
                 await storage.append(key, history[start : start + BATCH], None)
             marks[size] = history[size - PAGE - 1].id
+            for number in range(LISTED):
+                listed = SessionKey(definition=listed_definition(size), context_id=f"ctx-{number}")
+                for start in range(0, size, BATCH):
+                    await storage.append(listed, history[start : start + BATCH], None)
     finally:
         await storage.close()
     return marks
@@ -95,11 +109,39 @@ async def measure_pages(
             after = cpu()
             spent = None if before is None or after is None else after - before
             rows.append(TranscriptFigures(scenario, size, latencies, spent))
+        for size in SIZES:
+            rows.append(await _measure_list(client, scenario, size, cpu))
     return rows
 
 
+async def _measure_list(
+    client: httpx.AsyncClient, scenario: str, size: int, cpu: Callable[[], float | None]
+) -> TranscriptFigures:
+    """One page of the context list of `LISTED` conversations of `size` messages."""
+    path = f"/agents/{listed_definition(size)}/contexts"
+    params = {"limit": str(LISTED)}
+    for _ in range(WARMUP):
+        (await client.get(path, params=params)).raise_for_status()
+    latencies = []
+    before = cpu()
+    for _ in range(READS):
+        start = time.perf_counter()
+        response = await client.get(path, params=params)
+        latencies.append(time.perf_counter() - start)
+        response.raise_for_status()
+        counts = {item["messageCount"] for item in response.json()["contexts"]}
+        if len(response.json()["contexts"]) != LISTED or counts != {size}:
+            raise RuntimeError("a context list came back with the wrong conversations")
+    after = cpu()
+    spent = None if before is None or after is None else after - before
+    return TranscriptFigures(f"{scenario}/list", size, latencies, spent)
+
+
 def report_pages(rows: list[TranscriptFigures]) -> None:
-    print(f"\ntranscript page (the last {PAGE} messages, by id), {READS} reads per row")
+    print(
+        f"\ntranscript page (the last {PAGE} messages, by id) and context list page"
+        f" (/list: {LISTED} conversations of that many messages), {READS} reads per row"
+    )
     print(f"{'scenario':<12} {'messages':>8} {'p50 ms':>8} {'CPU ms/read':>12}")
     for row in rows:
         cpu = "n/a" if row.cpu_ms is None else f"{row.cpu_ms:.2f}"

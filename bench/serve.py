@@ -108,6 +108,11 @@ def floor_app() -> object:
     return Starlette(routes=[Route("/agents/bench/stream", stream, methods=["POST"])])
 
 
+LISTED_DEFINITIONS = ("bench-list-10", "bench-list-10000")
+"""The definitions of the context list rows (`_transcript.listed_definition` of each size;
+the served process has no bench/ on its path to import it from)."""
+
+
 def agentkeel_app(folder: Path, *, memory: bool, postgres: str = "") -> object:
     """agentkeel serving one ScriptedModel agent, with sessions saved to `folder`."""
     from agentkeel import Agent, ScriptedModel
@@ -122,15 +127,17 @@ def agentkeel_app(folder: Path, *, memory: bool, postgres: str = "") -> object:
         model = ScriptedModel([TOKEN_TEXT * TOKENS], chunk_size=len(TOKEN_TEXT), repeat=True)
         return Agent(model, name="bench")
 
-    definition = AgentDefinition(
-        name="bench", factory=factory, catalog=Catalog(description="bench")
-    )
+    names = ["bench", *LISTED_DEFINITIONS]
+    definitions = {
+        name: AgentDefinition(name=name, factory=factory, catalog=Catalog(description="bench"))
+        for name in names
+    }
     storage: SessionStorage = InMemoryStorage() if memory else LocalFileStorage(folder)
     if postgres:
         from agentkeel.storage.postgres import from_url
 
         storage = from_url(postgres, None)
-    framework = Framework(definitions={"bench": definition}, storage=storage)
+    framework = Framework(definitions=definitions, storage=storage)
     return create_app(framework)
 
 

@@ -38,7 +38,7 @@ from agentkeel.hooks.registry import HookProvider, HookRegistry
 from agentkeel.ids import new_run_id
 from agentkeel.interrupts import CancelRun, Decision, Interrupt, check_decision
 from agentkeel.loop import LoopOutcome, RunLimits, RunLoop, close_step
-from agentkeel.messages import JSONValue, Message
+from agentkeel.messages import JSONValue, Message, committed
 from agentkeel.middleware import AgentMiddleware
 from agentkeel.models.base import FINAL_ANSWER_TOOL, Model
 from agentkeel.output import OutputType
@@ -228,12 +228,14 @@ class Agent(ServableFront[AgentResult]):
         self,
         rewind: Rewind,
         *,
+        invocation_state: InvocationState | None = None,
         on_event: EventHandler = lambda event: None,
         run_id: str | None = None,
         on_start: RunStart | None = None,
     ) -> AgentResult:
         """Run a turn that first cuts the history: an edit or a regenerate (`Rewind`)."""
-        return await self._execute(rewind, None, InvocationState(), on_event, run_id, on_start)
+        state = InvocationState() if invocation_state is None else invocation_state
+        return await self._execute(rewind, None, state, on_event, run_id, on_start)
 
     async def _execute(
         self,
@@ -361,7 +363,7 @@ class Agent(ServableFront[AgentResult]):
                 pending.decision = None
             close_step(run, missing="cancelled before the tool finished")
         commit = status != "suspended" and answered and not (self._drop and status == "cancelled")
-        new_messages = [replace(m, run_id=run.run_id) for m in run.messages] if commit else []
+        new_messages = committed(run.messages, run.run_id) if commit else []
         rewrite = False
         if commit:
             self.messages[len(self.messages) if run.cut is None else run.cut :] = new_messages

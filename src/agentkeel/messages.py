@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeAlias, cast
 
 import pydantic
@@ -30,6 +31,7 @@ __all__ = [
     "ThinkingPart",
     "ToolCallPart",
     "ToolResultPart",
+    "committed",
     "dumps_message",
     "loads_message",
     "message_from_json",
@@ -123,6 +125,10 @@ class Message:
     """
     run_id: str | None = field(default=None, compare=False)
     """The run that committed the message (set when its turn commits), for transcripts."""
+    created_at: float | None = field(default=None, compare=False)
+    """Unix time at which its turn committed (None in histories written before 0.3)."""
+    agent: str | None = field(default=None, compare=False)
+    """The swarm member that wrote it, in a swarm's own transcript history (else None)."""
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -220,6 +226,10 @@ def message_to_json(message: Message) -> JSONObject:
     }
     if message.run_id is not None:
         data["run_id"] = message.run_id
+    if message.created_at is not None:
+        data["created_at"] = round(message.created_at, 3)
+    if message.agent is not None:
+        data["agent"] = message.agent
     return data
 
 
@@ -249,11 +259,21 @@ def message_from_json(data: object, *, position: int | None = None) -> Message:
     run_id = data.get("run_id")
     if run_id is not None and not isinstance(run_id, str):
         raise MessageDecodeError("field 'run_id' must be a string")
+    created_at = data.get("created_at")
+    if created_at is not None and (
+        not isinstance(created_at, int | float) or isinstance(created_at, bool)
+    ):
+        raise MessageDecodeError("field 'created_at' must be a number")
+    agent = data.get("agent")
+    if agent is not None and not isinstance(agent, str):
+        raise MessageDecodeError("field 'agent' must be a string")
     return Message(
         role=role,
         parts=tuple(_part_from_json(part) for part in parts),
         id=_message_id(data, position),
         run_id=run_id,
+        created_at=None if created_at is None else float(created_at),
+        agent=agent,
     )
 
 
@@ -281,6 +301,12 @@ def loads_message(line: str | bytes, *, position: int | None = None) -> Message:
     except ValueError as exc:
         raise MessageDecodeError(f"not JSON: {exc}") from exc
     return message_from_json(data, position=position)
+
+
+def committed(messages: Iterable[Message], run_id: str) -> list[Message]:
+    """`messages` as a turn commits them: with the run's id and the commit's time."""
+    now = time.time()
+    return [replace(message, run_id=run_id, created_at=now) for message in messages]
 
 
 def open_tool_calls(messages: Sequence[Message]) -> list[ToolCallPart]:

@@ -119,8 +119,11 @@ class Servable(Protocol[ResultT_co]):
     ) -> ResultT_co:
         """Answer a pending interrupt and continue the suspended run."""
 
-    def cancel(self) -> bool:
-        """Cancel the run in progress; False when nothing runs."""
+    def cancel(self, *, drop: bool = False) -> bool:
+        """Cancel the run in progress; False when nothing runs.
+
+        `drop` (the ``rollback`` policy) leaves the cancelled turn out of the history.
+        """
 
     def attach_session(self, home: SessionHome) -> None:
         """Give a freshly built context its persistent memory."""

@@ -74,3 +74,25 @@ def test_an_approval_inside_a_member_suspends_the_subagent(url: str) -> None:
     member = resumed[2].subagent_run_id
     attributed = [e for e in resumed if e.type.value.startswith(("TEXT_", "REASONING_", "TOOL_"))]
     assert {e.subagent_run_id for e in attributed} == {member}
+
+
+def test_a_new_client_on_a_swarm_thread_gets_its_transcript(url: str) -> None:
+    first = run(
+        url, "swarm-snapshot", [{"id": "u1", "role": "user", "content": "What time is it?"}]
+    )
+    assert first[-1].type == EventType.RUN_FINISHED
+    events = run(url, "swarm-snapshot", [])
+    assert [e.type for e in events] == [
+        EventType.RUN_STARTED,
+        EventType.MESSAGES_SNAPSHOT,
+        EventType.RUN_FINISHED,
+    ]
+    shown = events[1].messages
+    native = httpx.get(f"{url}/agents/helpdesk/contexts/swarm-snapshot/messages", timeout=10)
+    transcript = [m for m in native.json()["messages"] if m["text"]]
+    assert [(m.id, m.role, m.content) for m in shown] == [
+        (m["id"], m["role"], m["text"]) for m in transcript
+    ]
+    assert shown[0].role == "user" and shown[0].content == "What time is it?"
+    assert shown[-1].role == "assistant" and shown[-1].content.startswith("It is ")
+    assert transcript[-1]["agent"] == "demo"

@@ -41,7 +41,15 @@ def test_the_session_folders_follow_the_documented_ids(tmp_path: Path) -> None:
     assert checkpoints(tmp_path, "support--billing:ctx-swarm")
     assert not checkpoints(tmp_path, "support--triage:ctx-swarm")
     swarm_folder = tmp_path / "sessions" / "support:ctx-swarm"
-    assert sorted(path.name for path in swarm_folder.iterdir()) == ["runs.jsonl", "swarm.json"]
+    names = sorted(path.name for path in swarm_folder.iterdir())
+    assert names == ["messages.jsonl", "runs.jsonl", "session.json", "swarm.json"]
+    # the transcript: the user's prompt and triage's committed answer (billing waits)
+    text = (swarm_folder / "messages.jsonl").read_text(encoding="utf-8")
+    lines = [json.loads(line)["m"] for line in text.splitlines()]
+    assert lines[0]["role"] == "user" and "agent" not in lines[0]
+    assert len(lines) > 1 and {(m["role"], m["agent"]) for m in lines[1:]} == {
+        ("assistant", "triage")
+    }
     state = json.loads((swarm_folder / "swarm.json").read_text())
     assert state["active"] == "billing" and state["suspended"] == "billing"
     assert state["shared"] == {"order": "A-17"}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentkeel.messages import Message
-from agentkeel.storage import LocalFileStorage, SessionKey
+from agentkeel.storage import LocalFileStorage, SessionKey, _session_files
 from agentkeel.storage import _file_transcript as transcript_module
 
 pytestmark = pytest.mark.anyio
@@ -73,3 +73,46 @@ async def test_another_writer_is_seen(tmp_path: Path) -> None:
     assert await ids(reader) == [m.id for m in first]
     await writer.delete(KEY)
     assert await reader.read_messages(KEY, after=None, limit=5) is None
+
+
+async def test_the_list_reads_summaries_not_histories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: list[Path] = []
+    load = _session_files.load
+
+    def counted(folder: Path, key: SessionKey) -> object:
+        loads.append(folder)
+        return load(folder, key)
+
+    storage = LocalFileStorage(tmp_path)
+    keys = [SessionKey(definition="chat", context_id=f"ctx-{n}") for n in range(3)]
+    for key in keys:
+        for index in range(20):
+            await storage.append(key, exchange(index), None)
+    monkeypatch.setattr(_session_files, "load", counted)
+
+    async def listing(reader: LocalFileStorage) -> list[tuple[str, str, int]]:
+        page, _ = await reader.list_sessions(None, "chat", limit=10, cursor=None)
+        return sorted((i.metadata.context_id, i.title, i.transcript_count) for i in page)
+
+    assert await listing(storage) == [(k.context_id, "q0 ü", 40) for k in keys]
+    assert loads == []  # every append carried its session's listing forward in memory
+    await storage.append(keys[1], exchange(99), None, cut=10)  # a cut it cannot follow
+    assert (await listing(storage))[1] == ("ctx-1", "q0 ü", 12)
+    assert loads == [storage.path(keys[1])]  # read once, and its summary written again
+    await storage.append(keys[1], exchange(100), None)
+    assert (await listing(storage))[1] == ("ctx-1", "q0 ü", 14)
+    other = LocalFileStorage(tmp_path)  # another process's append is seen by its stamp
+    await other.append(keys[2], exchange(7), None, cut=0)
+    loads.clear()
+    expected = [("ctx-0", "q0 ü", 40), ("ctx-1", "q0 ü", 14), ("ctx-2", "q7 ü", 2)]
+    assert await listing(storage) == expected
+    assert loads == [storage.path(keys[2])]  # only the one another process changed
+    loads.clear()
+    assert await listing(LocalFileStorage(tmp_path)) == expected  # a restart
+    # the two whose last turn here came after their last list: read once each
+    assert sorted(loads) == [storage.path(keys[0]), storage.path(keys[1])]
+    loads.clear()
+    assert await listing(LocalFileStorage(tmp_path)) == expected
+    assert loads == []  # every summary.cache is current now

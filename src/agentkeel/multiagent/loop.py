@@ -22,6 +22,7 @@ from agentkeel.multiagent.handoff import handoff_prompt
 from agentkeel.multiagent.record import SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord
 from agentkeel.result import CANCELLED_ERROR, AgentResult, ErrorInfo, RunStatus
+from agentkeel.rewind import Rewind
 from agentkeel.state import InvocationState
 
 __all__ = ["MemberCall", "SwarmLimits", "SwarmLoop", "SwarmOutcome", "invoke_member"]
@@ -75,6 +76,8 @@ class SwarmLoop:
         invocation_state: InvocationState,
         emit: EventHandler,
         on_handoff: Callable[[SwarmRunState], Awaitable[None]],
+        on_member: Callable[[SwarmRunState, AgentResult], Awaitable[None]] | None = None,
+        cut_of: Callable[[str], str | None] = lambda member: None,
     ) -> None:
         self._members = members
         self._limits = limits
@@ -82,14 +85,16 @@ class SwarmLoop:
         self._state = invocation_state
         self._emit = emit
         self._on_handoff = on_handoff
+        self._on_member = on_member
+        self._cut_of = cut_of
         self._stop: Literal["cancelled", "timeout"] | None = None
         self._current: Agent | None = None
 
-    def cancel(self) -> None:
-        """Cancel the running member and start no other one."""
+    def cancel(self, *, drop: bool = False) -> None:
+        """Cancel the running member and start no other one (`drop`: as `Agent.cancel`)."""
         self._stop = "cancelled"
         if self._current is not None:
-            self._current.cancel()
+            self._current.cancel(drop=drop)
 
     async def run(self, member: Agent, call: MemberCall, *, fresh: bool) -> SwarmOutcome:
         """Run `call` in `member`, then whoever it hands off to, until the run ends.
@@ -109,6 +114,8 @@ class SwarmLoop:
                 return SwarmOutcome(
                     status="suspended", agent=member.name, interrupts=result.interrupts
                 )
+            if self._on_member is not None:
+                await self._on_member(run, result)
             handoff, run.pending = run.pending, None
             ending = self._ending(result, handoff)
             if ending is not None:
@@ -125,7 +132,8 @@ class SwarmLoop:
             member = self._members[handoff.to_agent]
             run.member = member.name
             await self._on_handoff(run)
-            call, fresh = invoke_member(member, handoff_prompt(handoff), self._state), True
+            prompt, cut = handoff_prompt(handoff), self._cut_of(member.name)
+            call, fresh = invoke_member(member, prompt, self._state, cut), True
 
     def _ending(self, result: AgentResult, handoff: HandoffRecord | None) -> _Ending | None:
         """How the run ends after `result`, or None when `handoff` continues it."""
@@ -207,13 +215,20 @@ class SwarmLoop:
 
 
 def invoke_member(
-    member: Agent, prompt: str | Message | None, state: InvocationState
+    member: Agent, prompt: str | Message | None, state: InvocationState, cut: str | None = None
 ) -> MemberCall:
-    """A MemberCall that starts a new run of `member` with `prompt`."""
+    """A MemberCall that starts a new run of `member` with `prompt`.
+
+    With `cut` (a member cut waiting in the swarm, `multiagent.transcript`), the run first
+    forgets the member's turns from that prompt on, in the same commit as its own.
+    """
     if prompt is None:
         raise InvalidRequestError("a prompt must be a string or a user Message")
 
     def call(on_event: EventHandler) -> Awaitable[AgentResult]:
+        if cut is not None and any(message.id == cut for message in member.messages):
+            rewind = Rewind(cut, prompt)
+            return member.rewind_async(rewind, invocation_state=state, on_event=on_event)
         return member.invoke_async(prompt, invocation_state=state, on_event=on_event)
 
     return call

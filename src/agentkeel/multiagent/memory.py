@@ -4,7 +4,9 @@ The members keep their own histories and states (each with its own SessionManage
 the swarm remembers the rest: the shared state, the active member, the suspended
 member, the open run and the last handoff trail. It saves them at every handoff and
 before a run's result is returned, so that a crash loses at most the member run in
-progress, and a suspended swarm resumes in the right member after a restart.
+progress, and a suspended swarm resumes in the right member after a restart. It also
+keeps the swarm's transcript, and the member cuts an edit, a regenerate or a rollback
+leaves for later (`multiagent.transcript`).
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ import time
 from collections.abc import Mapping
 
 from agentkeel.agent import Agent
-from agentkeel.errors import ConcurrentWriteError
+from agentkeel.errors import ConcurrentWriteError, MessageNotFoundError
 from agentkeel.ids import new_run_id
 from agentkeel.interrupts import Interrupt
+from agentkeel.messages import Message
 from agentkeel.multiagent.loop import SwarmOutcome
 from agentkeel.multiagent.record import SwarmRecord, SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord, SwarmResult
 from agentkeel.multiagent.session import SwarmSession
-from agentkeel.result import CANCELLED_ERROR
+from agentkeel.multiagent.transcript import member_cuts, transcript_entries
+from agentkeel.result import CANCELLED_ERROR, AgentResult
+from agentkeel.rewind import Rewind
 from agentkeel.state import SharedState
 
 __all__ = ["SwarmMemory"]
@@ -46,6 +51,12 @@ class SwarmMemory:
         """The run in progress or suspended."""
         self.trail: tuple[HandoffRecord, ...] = ()
         """The handoff trail of the current run, or of the last one."""
+        self.transcript: list[Message] = []
+        """The swarm's transcript history, as committed."""
+        self.cuts: dict[str, str] = {}
+        """Member cuts waiting for the member's next turn (`SwarmRecord.cuts`)."""
+        self.opened_by: str | None = None
+        """The member the run in progress started in (a rollback makes it active again)."""
         self.restored = False
 
     @property
@@ -72,11 +83,14 @@ class SwarmMemory:
         for member in self.members.values():
             await member.restore()
         record = None if session is None else await session.load()
+        if session is not None:
+            self.transcript = await session.load_transcript()
         if record is not None:
             self.shared_state.replace(record.shared)
             if record.active in self.members:
                 self.active = record.active
             self.trail = record.handoffs
+            self.cuts = {name: cut for name, cut in record.cuts.items() if name in self.members}
         self._adopt_suspension(record)
         self.restored = True
 
@@ -91,15 +105,99 @@ class SwarmMemory:
     def begin(self, text: str, run_id: str | None = None) -> SwarmRunState:
         """Open a new run (under `run_id` when the caller chose it)."""
         self.suspended = None
+        self.opened_by = self.active
         run_id = run_id or new_run_id()
         self.run = SwarmRunState(run_id=run_id, input=text, started_at=time.time())
         return self.run
 
+    def begin_rewind(self, rewind: Rewind, run_id: str | None) -> tuple[SwarmRunState, Agent]:
+        """Open an edit or regenerate run; the member that rewinds its own history first.
+
+        The transcript message is looked up as an Agent looks up its history's
+        (MessageNotFoundError for a wrong id or role); the member is the one that holds
+        it. The transcript cut and the other members' cuts wait on the run until that
+        member commits, so a turn that fails before cuts nothing.
+        """
+        probe = rewind.begin(self.transcript, run_id or new_run_id())
+        index = probe.cut if probe.cut is not None else len(self.transcript)
+        target = self.transcript[index]
+        name = target.agent
+        if target.role == "user":
+            name = next(
+                (n for n, m in self.members.items() if any(x.id == target.id for x in m.messages)),
+                None,
+            )
+        member = self.members.get(name or "")
+        if name is None or member is None or all(m.id != target.id for m in member.messages):
+            raise MessageNotFoundError(
+                f"no member of the swarm remembers message {rewind.message_id!r}"
+            )
+        others = {n: m.messages for n, m in self.members.items() if n != name}
+        waiting = {n: cut for n, cut in self.cuts.items() if n != name}
+        dropped = [message.id for message in self.transcript[index:]]
+        self.active = name
+        run = self.begin(probe.input if isinstance(probe.input, str) else "", run_id)
+        run.cut, run.cuts = index, member_cuts(dropped, others, waiting)
+        return run, member
+
+    def cut_of(self, member: str) -> str | None:
+        """The cut waiting for `member`'s next turn, if any."""
+        return self.cuts.get(member)
+
+    async def commit_member(self, run: SwarmRunState, result: AgentResult) -> None:
+        """A member turn ended: add what it committed to the transcript.
+
+        A committed turn made the member's waiting cut (it ran as a Rewind), and the
+        rewinding member's commit makes the run's cuts take effect.
+        """
+        entries = transcript_entries(result, run.run_id, first=not run.handoffs)
+        if not entries or result.agent is None:
+            return  # the member committed nothing
+        cut, run.cut = run.cut, None
+        if cut is not None:
+            self.cuts.update(run.cuts)
+        self.cuts.pop(result.agent, None)
+        start = len(self.transcript) if cut is None else cut
+        if run.transcript_start is None:
+            run.transcript_start = start
+        if self.session is not None:
+            await self.session.append_transcript(entries, cut=cut, fence=self._fence())
+        self.transcript[start:] = entries
+
+    async def _roll_back(self, run: SwarmRunState) -> None:
+        """A rollback: the run's messages leave the transcript, its member turns wait to go."""
+        start, opened = run.transcript_start, self.opened_by
+        if opened is not None and opened in self.members:
+            self.active = opened
+        if start is None:
+            return
+        dropped = [message.id for message in self.transcript[start:]]
+        histories = {name: member.messages for name, member in self.members.items()}
+        self.cuts = member_cuts(dropped, histories, self.cuts)
+        if self.session is not None:
+            await self.session.append_transcript([], cut=start, fence=self._fence())
+        del self.transcript[start:]
+
+    def _fence(self) -> int | None:
+        """The turn's fencing token (the same on every member's session manager)."""
+        managers = (m.session_manager for m in self.members.values())
+        return next((manager.fence for manager in managers if manager is not None), None)
+
     async def finish(
-        self, run: SwarmRunState, outcome: SwarmOutcome, context_id: str | None
+        self,
+        run: SwarmRunState,
+        outcome: SwarmOutcome,
+        context_id: str | None,
+        *,
+        drop: bool = False,
     ) -> SwarmResult:
-        """Commit the run's end, save it, and build its result (saved before returned)."""
+        """Commit the run's end, save it, and build its result (saved before returned).
+
+        `drop` (a rollback) takes a cancelled run's messages back out of the transcript.
+        """
         self.active = outcome.agent
+        if drop and outcome.status == "cancelled":
+            await self._roll_back(run)
         self.suspended = outcome.agent if outcome.status == "suspended" else None
         if outcome.status != "suspended":
             self.run = None
@@ -133,7 +231,9 @@ class SwarmMemory:
         if self.session is not None:
             await self.session.save(self._record(run))
 
-    async def abandon(self, run: SwarmRunState, context_id: str | None) -> None:
+    async def abandon(
+        self, run: SwarmRunState, context_id: str | None, *, drop: bool = False
+    ) -> None:
         """A run left by an exception or a cancellation: kept only if still suspended."""
         member = self.members.get(run.member or "")
         if member is None or not member.pending_interrupts:
@@ -144,7 +244,7 @@ class SwarmMemory:
             status="cancelled", agent=run.member or self.active, error=CANCELLED_ERROR
         )
         try:
-            await self.finish(run, outcome, context_id)
+            await self.finish(run, outcome, context_id, drop=drop)
         except Exception:
             logger.warning("run=<%s> | could not save an abandoned swarm run", run.run_id)
 
@@ -156,6 +256,7 @@ class SwarmMemory:
             suspended=self.suspended,
             run=run,
             handoffs=self.trail,
+            cuts=dict(self.cuts),
         )
 
     def _adopt_suspension(self, record: SwarmRecord | None) -> None:

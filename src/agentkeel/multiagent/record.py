@@ -38,6 +38,13 @@ class SwarmRunState:
     earlier_tool_calls: list[ToolCallRecord] = field(default_factory=list)
     """Tool calls of member runs that ended before this process restored the run."""
     earlier_usage: Usage = field(default_factory=Usage)
+    cut: int | None = None
+    """An edit or regenerate: where the swarm's transcript is cut when the rewinding member
+    commits (None once it did, or for a plain turn)."""
+    cuts: dict[str, str] = field(default_factory=dict)
+    """The other members' cuts (see `multiagent.transcript`), adopted with that commit."""
+    transcript_start: int | None = None
+    """Where this run's messages begin in the swarm's transcript (a rollback cuts there)."""
 
     def add_result(self, result: AgentResult) -> None:
         """Keep `result`; a resumed member run replaces its suspended result."""
@@ -81,6 +88,9 @@ class SwarmRunState:
             "pending": None if self.pending is None else self.pending.to_json(),
             "tool_calls": [item.to_json() for item in self.tool_calls(finished_only=True)],
             "usage": usage.to_json(),
+            "cut": self.cut,
+            "cuts": dict(self.cuts),
+            "transcript_start": self.transcript_start,
         }
 
     @classmethod
@@ -96,6 +106,7 @@ class SwarmRunState:
             data["iterations"],
         )
         member = data.get("member")
+        cut, start = _position(data.get("cut")), _position(data.get("transcript_start"))
         if (
             not isinstance(handoffs, list)
             or not isinstance(calls, list)
@@ -123,6 +134,9 @@ class SwarmRunState:
                 input_tokens=input_tokens if isinstance(input_tokens, int) else 0,
                 output_tokens=output_tokens if isinstance(output_tokens, int) else 0,
             ),
+            cut=cut,
+            cuts=_cuts(data.get("cuts")),
+            transcript_start=start,
         )
 
 
@@ -142,6 +156,9 @@ class SwarmRecord:
     """The run in progress or suspended; None between runs."""
     handoffs: tuple[HandoffRecord, ...] = ()
     """The handoff trail of the current run, or of the last one when none is open."""
+    cuts: dict[str, str] = field(default_factory=dict)
+    """Member cuts waiting for the member's next turn: member -> the id of the prompt of
+    its first turn to forget (`multiagent.transcript`)."""
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> JSONObject:
@@ -154,6 +171,7 @@ class SwarmRecord:
             "suspended": self.suspended,
             "run": None if self.run is None else self.run.to_json(),
             "handoffs": [item.to_json() for item in self.handoffs],
+            "cuts": dict(self.cuts),
         }
 
     @classmethod
@@ -180,5 +198,23 @@ class SwarmRecord:
             handoffs=tuple(
                 HandoffRecord.from_json(item) for item in handoffs if isinstance(item, dict)
             ),
+            cuts=_cuts(data.get("cuts")),
             schema_version=version if isinstance(version, int) else SCHEMA_VERSION,
         )
+
+
+def _position(value: JSONValue) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("malformed swarm run: a transcript position")
+    return value
+
+
+def _cuts(value: JSONValue) -> dict[str, str]:
+    """Member cuts as stored (absent in records written before 0.3)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError("malformed swarm record: cuts")
+    return {str(name): str(cut) for name, cut in value.items()}

@@ -8,7 +8,8 @@ unchanged):
 - the swarm itself: ``"<swarm-def>:<contextId>"``, whose ``swarm`` document (the
   storage's `SessionDocumentStorage` capability; ``swarm.json`` for files) holds the
   `SwarmRecord` (shared state, active member, suspended member, handoff trail and the
-  open run) and whose run records hold one per swarm run. It has no history.
+  open run) and whose run records hold one per swarm run. Its history is the swarm's
+  transcript (`multiagent.transcript`): the user's prompts and the members' answers.
 
 ``<swarm-def>--<member>`` must match ``^[a-z0-9][a-z0-9_-]{0,63}$``, and neither part
 may contain ``--``, so that two (swarm, member) pairs never share a session. An agent
@@ -23,14 +24,14 @@ without the capability keeps it there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import ConfigurationError, CorruptSessionError
 from agentkeel.ids import DEFINITION_NAME_PATTERN
 from agentkeel.keys import SessionKey
-from agentkeel.messages import JSONValue
+from agentkeel.messages import JSONValue, Message
 from agentkeel.multiagent.record import SwarmRecord, SwarmRunState
 from agentkeel.multiagent.result import SwarmResult
 from agentkeel.session import SessionManager, run_record
@@ -130,8 +131,19 @@ class SwarmSession:
         """Replace the swarm's record atomically."""
         if isinstance(self.storage, SessionDocumentStorage):
             await self.storage.put_document(self.key, _RECORD_KEY, record.to_json())
-        else:
-            await self.storage.rewrite(self.key, [], {_RECORD_KEY: record.to_json()})
+        else:  # an append with no message replaces the state and keeps the transcript
+            await self.storage.append(self.key, [], {_RECORD_KEY: record.to_json()})
+
+    async def load_transcript(self) -> list[Message]:
+        """The swarm's transcript history (empty before its first committed turn)."""
+        snapshot = await self.storage.load(self.key)
+        return [] if snapshot is None else snapshot.messages
+
+    async def append_transcript(
+        self, entries: Sequence[Message], *, cut: int | None, fence: int | None
+    ) -> None:
+        """Add one member turn's entries to the transcript, after cutting it at `cut`."""
+        await self.storage.append(self.key, entries, None, cut=cut, fence=fence)
 
     async def put_run(self, run: SwarmRunState, result: SwarmResult) -> None:
         """Create or replace the record of one swarm run."""

@@ -48,6 +48,7 @@ from agentkeel.multiagent.record import SwarmRunState
 from agentkeel.multiagent.result import HandoffRecord, SwarmResult
 from agentkeel.multiagent.session import SwarmSession
 from agentkeel.result import AgentResult
+from agentkeel.rewind import Rewind
 from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
 from agentkeel.session import SessionHome
 from agentkeel.state import InvocationState, SharedState
@@ -118,6 +119,7 @@ class Swarm(ServableFront[SwarmResult]):
         self.session = session
         self._loop: SwarmLoop | None = None
         self._cancelled = False
+        self._drop = False
         self._init_front()
 
     # -- the surface the server uses ----------------------------------------------------
@@ -207,24 +209,46 @@ class Swarm(ServableFront[SwarmResult]):
     def _pending(self) -> tuple[Interrupt, ...]:
         return self._memory.pending_interrupts
 
-    def cancel(self) -> bool:
+    def cancel(self, *, drop: bool = False) -> bool:
         """Cancel the swarm run in progress; False when nothing was running.
 
         The running member is cancelled (its history stays valid), no other member
-        starts, and the run ends ``cancelled``.
+        starts, and the run ends ``cancelled``. With `drop` (a rollback) the whole turn
+        leaves the conversation as if never sent: the running member commits nothing,
+        the run's messages leave the transcript, the members that answered earlier in it
+        forget those turns (at their next turn, `multiagent.transcript`), and the member
+        it started in is active again. The shared state is not rolled back.
         """
         if not self._lock.locked():
             return False
         self._cancelled = True
+        self._drop = self._drop or drop
         if self._loop is not None:
-            self._loop.cancel()
+            self._loop.cancel(drop=drop)
         return True
+
+    async def rewind_async(
+        self,
+        rewind: Rewind,
+        *,
+        invocation_state: InvocationState | None = None,
+        on_event: EventHandler = lambda event: None,
+        run_id: str | None = None,
+        on_start: RunStart | None = None,
+    ) -> SwarmResult:
+        """Edit or regenerate a message of the swarm's transcript (`Rewind`).
+
+        The member that holds the message runs first, cutting its own history there;
+        the transcript and the other members are cut as `multiagent.transcript` says.
+        """
+        state = InvocationState() if invocation_state is None else invocation_state
+        return await self._execute(rewind, None, state, on_event, run_id, on_start)
 
     # -- the run ------------------------------------------------------------------------
 
     async def _execute(
         self,
-        prompt: str | Message | None,
+        prompt: str | Message | Rewind | None,
         resume: tuple[str, Decision] | None,
         invocation_state: InvocationState,
         emit: EventHandler,
@@ -233,7 +257,7 @@ class Swarm(ServableFront[SwarmResult]):
     ) -> SwarmResult:
         state = invocation_state
         async with self._lock:
-            self._cancelled = False
+            self._cancelled = self._drop = False
             await self.restore()
             if resume is None:
                 run, member, call = self._begin(prompt, state, run_id)
@@ -244,7 +268,7 @@ class Swarm(ServableFront[SwarmResult]):
                 return await self._drive(run, member, call, resumed, state, emit, on_start)
             except BaseException:
                 with anyio.CancelScope(shield=True):
-                    await self._memory.abandon(run, self.context_id)
+                    await self._memory.abandon(run, self.context_id, drop=self._drop)
                 raise
             finally:
                 self._loop = None
@@ -280,14 +304,16 @@ class Swarm(ServableFront[SwarmResult]):
             invocation_state=state,
             emit=emit,
             on_handoff=self._memory.save,
+            on_member=self._memory.commit_member,
+            cut_of=self._memory.cut_of,
         )
         if self._cancelled:
-            loop.cancel()
+            loop.cancel(drop=self._drop)
         outcome = await loop.run(member, call, fresh=not resumed)
-        return await self._memory.finish(run, outcome, self.context_id)
+        return await self._memory.finish(run, outcome, self.context_id, drop=self._drop)
 
     def _begin(
-        self, prompt: str | Message | None, state: InvocationState, run_id: str | None
+        self, prompt: str | Message | Rewind | None, state: InvocationState, run_id: str | None
     ) -> tuple[SwarmRunState, Agent, MemberCall]:
         pending = self.pending_interrupts
         if pending:
@@ -295,9 +321,18 @@ class Swarm(ServableFront[SwarmResult]):
                 f"the swarm waits for a decision on interrupt {pending[0].id}",
                 interrupt_id=pending[0].id,
             )
+        if isinstance(prompt, Rewind):
+            run, member = self._memory.begin_rewind(prompt, run_id)
+
+            def call(on_event: EventHandler) -> Awaitable[AgentResult]:
+                return member.rewind_async(prompt, invocation_state=state, on_event=on_event)
+
+            return run, member, call
         text = prompt_message(prompt).text
         member = self.members[self._memory.active]
-        return self._memory.begin(text, run_id), member, invoke_member(member, prompt, state)
+        cut = self._memory.cut_of(member.name)
+        run = self._memory.begin(text, run_id)
+        return run, member, invoke_member(member, prompt, state, cut)
 
     def _resume(
         self, interrupt_id: str, decision: Decision, state: InvocationState

@@ -31,7 +31,7 @@ from agentkeel.events import ErrorEvent, RunEvent, TokenEvent, ToolResultEvent
 from agentkeel.ids import new_run_id
 from agentkeel.interrupts import CancelRun, Decision, decision_from_json
 from agentkeel.messages import JSONObject
-from agentkeel.multiagent import SwarmResult
+from agentkeel.multiagent import Swarm, SwarmResult
 from agentkeel.result import AgentResult
 from agentkeel.runtime.contexts import ContextCache, ContextEntry
 from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, StreamFanout
@@ -267,8 +267,8 @@ class TurnRunner:
             rewind = request.rewind()
             if rewind is None:
                 return new, partial(agent.invoke_async, request.prompt(), run_id=new)
-            if not isinstance(agent, Agent):
-                raise InvalidRequestError("a swarm's conversation cannot be edited yet")
+            if not isinstance(agent, Agent | Swarm):
+                raise InvalidRequestError("this definition's conversations cannot be edited")
             return new, partial(agent.rewind_async, rewind, run_id=new)
         resume = request.resume
         match = next((item for item in pending if item.id == resume.interrupt_id), None)
@@ -368,9 +368,8 @@ class TurnRunner:
 
 
 def _cancel(entry: ContextEntry, drop: bool) -> bool:
-    """Cancel the entry's run; `drop` (an Agent's only) leaves its turn out of the history."""
-    agent = entry.agent
-    return agent.cancel(drop=drop) if isinstance(agent, Agent) else agent.cancel()
+    """Cancel the entry's run; `drop` leaves its turn out of the history (a rollback)."""
+    return entry.agent.cancel(drop=drop)
 
 
 def _without_done(frame: JSONObject) -> JSONObject:

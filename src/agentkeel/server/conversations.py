@@ -28,6 +28,8 @@ from agentkeel.errors import (
 from agentkeel.ids import new_context_id, validate_context_id
 from agentkeel.keys import SessionKey
 from agentkeel.messages import MESSAGE_ID_PATTERN, JSONObject, JSONValue, Message
+from agentkeel.multiagent.fork import fork_swarm
+from agentkeel.multiagent.session import MEMBER_SEPARATOR, SwarmSession
 from agentkeel.runtime.runs import ServerRuntime
 from agentkeel.runtime.wire import ForkRequest, interrupt_json
 from agentkeel.server.errors import AgentNotFoundError, RouteNotFoundError
@@ -53,18 +55,23 @@ def timestamp(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def transcript_message(message: Message, agent: str | None = None) -> JSONObject:
-    """One TranscriptMessage: its id, role, joined text and the names of the tools it called."""
+def transcript_message(message: Message) -> JSONObject:
+    """One TranscriptMessage: its id, role, joined text and the names of the tools it called.
+
+    ``createdAt`` is when its turn committed, null for a message stored before 0.3 kept
+    that time; ``agent`` (a swarm's) names the member that wrote an assistant message.
+    """
     data: JSONObject = {
         "id": message.id,
         "role": message.role,
         "text": message.text,
         "toolCalls": [call.name for call in message.tool_calls],
+        "createdAt": None if message.created_at is None else timestamp(message.created_at),
     }
     if message.run_id is not None:
         data["runId"] = message.run_id
-    if agent is not None:
-        data["agent"] = agent
+    if message.agent is not None:
+        data["agent"] = message.agent
     return data
 
 
@@ -251,9 +258,17 @@ async def fork(request: Request) -> Response:
     runtime = _runtime(request)
     key = _key(request)
     message_id, new_id = _fork_body(request)
-    if key.definition in runtime.cache.swarms:
-        raise InvalidRequestError("a swarm's conversation cannot be forked yet")
     storage = runtime.framework.storage
+    target = _key(request, new_context_id() if new_id is None else new_id)
+    swarm = await _swarm_session(runtime, key)
+    if swarm is not None:
+        if await storage.exists(target):
+            raise ContextExistsError(f"context {target.context_id!r} exists already")
+        if await swarm.load() is None and not await storage.exists(key):
+            raise _not_found(key)
+        await fork_swarm(swarm, _swarm_home(swarm, target), message_id)
+        runtime.metrics.forks.inc(key.definition)
+        return JSONResponse({"contextId": target.context_id}, status_code=201)
     snapshot = await storage.load(key)
     if snapshot is None:
         if await storage.exists(key):
@@ -265,7 +280,6 @@ async def fork(request: Request) -> Response:
         if index is None:
             raise MessageNotFoundError(f"the conversation holds no message {message_id!r}")
         messages = messages[: index + 1]
-    target = _key(request, new_context_id() if new_id is None else new_id)
     if await storage.exists(target):
         raise ContextExistsError(f"context {target.context_id!r} exists already")
     try:
@@ -274,6 +288,32 @@ async def fork(request: Request) -> Response:
         raise ContextExistsError(f"context {target.context_id!r} exists already") from None
     runtime.metrics.forks.inc(key.definition)
     return JSONResponse({"contextId": target.context_id}, status_code=201)
+
+
+async def _swarm_session(runtime: ServerRuntime, key: SessionKey) -> SwarmSession | None:
+    """`key`'s SwarmSession when its definition serves a swarm (declared, or by its record)."""
+    if MEMBER_SEPARATOR in key.definition:
+        return None
+    swarm = SwarmSession(
+        key.definition,
+        key.context_id,
+        runtime.framework.storage,
+        checkpointer=runtime.framework.checkpointer,
+        principal=key.principal,
+    )
+    if key.definition in runtime.cache.swarms or await swarm.load() is not None:
+        return swarm
+    return None
+
+
+def _swarm_home(source: SwarmSession, target: SessionKey) -> SwarmSession:
+    return SwarmSession(
+        target.definition,
+        target.context_id,
+        source.storage,
+        checkpointer=source.checkpointer,
+        principal=target.principal,
+    )
 
 
 def conversation_routes() -> list[Route]:

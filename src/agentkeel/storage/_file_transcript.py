@@ -11,8 +11,10 @@ stamp on every read, as the append cache is. Indexes are kept for `INDEXED_SESSI
 sessions, the most recently read.
 
 A principal's sessions are listed from the folder names under the principal's folder,
-each read once: the list costs the files it reads (the file backend is the one for a
-single machine; PostgreSQL answers it from an index).
+each from its listing summary (`_file_summary`: two small files per session, whatever
+its history's length; the history is read only when the summary is stale). The list
+still costs one read per session of the principal and definition (the file backend is
+the one for a single machine; PostgreSQL answers it from an index).
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ from agentkeel.ids import decode_path_segment, encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import Message, MessageDecodeError, message_from_json
 from agentkeel.storage import _session_files
+from agentkeel.storage._file_summary import Summary, read_summary, write_summary
 from agentkeel.storage._history import Tail, read_state, scan
-from agentkeel.storage.base import SessionSnapshot
+from agentkeel.storage.base import SessionMetadata, SessionSnapshot
 from agentkeel.storage.transcript import (
     ContextListing,
     HistoryPage,
-    in_transcript,
+    listed,
     sort_listings,
-    title_of,
 )
 
 __all__ = ["INDEXED_SESSIONS", "FileTranscript", "PageIndex"]
@@ -108,7 +110,9 @@ def _read_lines(path: Path, spans: Sequence[tuple[int, int]], start: int) -> lis
     return messages
 
 
-def _listings(root: Path, principal: str | None, definition: str) -> list[ContextListing]:
+def _listings(
+    root: Path, principal: str | None, definition: str, known: dict[SessionKey, Tail]
+) -> list[ContextListing]:
     folder = _session_files.principal_folder(root, principal)
     prefix = encode_path_segment(definition + ":")
     found: list[ContextListing] = []
@@ -119,22 +123,55 @@ def _listings(root: Path, principal: str | None, definition: str) -> list[Contex
             continue
         try:
             key = SessionKey.parse(decode_path_segment(entry.name), principal=principal)
-            loaded = _session_files.load(entry, key)
+            if key.definition == definition:
+                listing = _listing(entry, key, known.get(key))
+                if listing is not None:
+                    found.append(listing)
         except CorruptSessionError:
             continue  # listed by nobody until someone looks at it; never fatal to a list
         except (AgentkeelError, ValueError):
             continue  # not a name this storage writes
-        if loaded is None or key.definition != definition:
-            continue
-        snapshot = loaded[0]
-        found.append(
-            ContextListing(
-                metadata=snapshot.metadata,
-                title=title_of(snapshot.messages),
-                transcript_count=sum(1 for m in snapshot.messages if in_transcript(m)),
-            )
-        )
     return found
+
+
+def _listing(folder: Path, key: SessionKey, tail: Tail | None) -> ContextListing | None:
+    """One session's listing: from this process's append tail, its summary, or its history.
+
+    The tail (what this process last wrote or loaded) and the summary (`_file_summary`)
+    are used only while their stamp is the history file's; the history is read, and the
+    summary written, only when neither is.
+    """
+    stamp = _fs.stamp(folder / _session_files.MESSAGES_FILE)
+    summary = None
+    if tail is not None and stamp is not None and tail.stamp == stamp:
+        if tail.listed is not None and tail.updated_at is not None:
+            title, shown = tail.listed
+            summary = Summary(stamp, title, shown, tail.count, tail.updated_at)
+    if summary is None:
+        summary = read_summary(folder, stamp)
+    meta = _fs.read_json_object(folder / _session_files.SESSION_FILE)
+    created = None if meta is None else meta.get("created_at")
+    if summary is not None and isinstance(created, int | float):
+        metadata = SessionMetadata(
+            definition=key.definition,
+            context_id=key.context_id,
+            owner=key.principal,
+            created_at=float(created),
+            updated_at=summary.updated_at,
+            message_count=summary.messages,
+        )
+        return ContextListing(
+            metadata=metadata, title=summary.title, transcript_count=summary.shown
+        )
+    loaded = _session_files.load(folder, key)
+    if loaded is None:
+        return None
+    snapshot, tail = loaded
+    title, shown = listed(snapshot.messages)
+    if tail.stamp is not None:
+        meta_time = snapshot.metadata.updated_at
+        write_summary(folder, Summary(tail.stamp, title, shown, len(snapshot.messages), meta_time))
+    return ContextListing(metadata=snapshot.metadata, title=title, transcript_count=shown)
 
 
 class FileTranscript:
@@ -142,6 +179,7 @@ class FileTranscript:
 
     if TYPE_CHECKING:
         directory: Path
+        _cache: OrderedDict[SessionKey, Tail]
 
         def path(self, key: SessionKey) -> Path: ...
 
@@ -229,5 +267,6 @@ class FileTranscript:
         self, principal: str | None, definition: str, *, limit: int, cursor: str | None
     ) -> tuple[list[ContextListing], str | None]:
         """The principal's saved sessions of `definition`, newest first (TranscriptStorage)."""
-        found = await self._call(None, _listings, self.directory, principal, definition)
+        known = dict(self._cache)  # the append tails: what this process knows is current
+        found = await self._call(None, _listings, self.directory, principal, definition, known)
         return sort_listings(found, limit=limit, cursor=cursor)

@@ -63,6 +63,11 @@ class Tail:
     appended: tuple[tuple[int, int], ...] = ()
     """(offset, length) of the lines of the messages the last append wrote: what keeps a
     transcript's page index up to date without reading the file."""
+    listed: tuple[str, int] | None = None
+    """The committed history's title and transcript count (`transcript.listed`), when
+    known: what the context list shows of it, carried forward by each append."""
+    updated_at: float | None = None
+    """The last commit's time (the context list's update time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +182,17 @@ def encode_messages(messages: Sequence[Message]) -> list[bytes]:
         raise StorageError(f"a message is not JSON-serializable: {exc}") from exc
 
 
-def turn_lines(encoded: list[bytes], turn: int, commit: bytes = b"", fence: int = 0) -> list[bytes]:
-    """One turn's lines; the last carries the commit (turn, time, fence, `commit`'s keys)."""
+def turn_lines(
+    encoded: list[bytes], turn: int, commit: bytes = b"", fence: int = 0, at: float | None = None
+) -> list[bytes]:
+    """One turn's lines; the last carries the commit (turn, time, fence, `commit`'s keys).
+
+    `at` is the commit's time (now when None), rounded to the millisecond.
+    """
     lines = [b'{"m":' + item + b"}" for item in encoded[:-1]]
     head = b"{" if not encoded else b'{"m":' + encoded[-1] + b","
-    stamp = b'"t":%d,"at":%s' % (turn, repr(round(time.time(), 3)).encode())
+    at = round(time.time() if at is None else at, 3)
+    stamp = b'"t":%d,"at":%s' % (turn, repr(at).encode())
     if fence:
         stamp += b',"f":%d' % fence
     lines.append(head + stamp + commit + b"}")

@@ -19,6 +19,7 @@ from agentkeel.errors import StorageError
 from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey
 from agentkeel.messages import SCHEMA_VERSION, JSONObject
+from agentkeel.storage._file_summary import read_summary
 from agentkeel.storage._history import (
     EMPTY_STATE,
     Tail,
@@ -30,6 +31,7 @@ from agentkeel.storage._history import (
 from agentkeel.storage._records import RUNS_FILE
 from agentkeel.storage.base import SessionMetadata, SessionSnapshot
 from agentkeel.storage.guard import check_commit
+from agentkeel.storage.transcript import listed
 
 __all__ = [
     "FRAMES_FILE",
@@ -60,6 +62,10 @@ def document_file(name: str) -> str:
     if not _DOCUMENT_NAME.fullmatch(name) or name in _RESERVED_DOCUMENTS:
         raise ValueError(f"document name {name!r} must match {_DOCUMENT_NAME.pattern}")
     return f"{name}.json"
+
+
+EMPTY_LISTING = ("", 0)
+"""The listing of an empty history: no title, nothing shown."""
 
 
 def session_folder(root: Path, key: SessionKey) -> Path:
@@ -114,7 +120,18 @@ def load(folder: Path, key: SessionKey) -> tuple[SessionSnapshot, Tail] | None:
     )
     state = _fs.dumps_json(found.state)
     count = len(found.messages)
-    return snapshot, Tail(len(raw), found.committed, turn, state, found.fence, stamp, count)
+    shown = listed(found.messages)
+    return snapshot, Tail(
+        len(raw),
+        found.committed,
+        turn,
+        state,
+        found.fence,
+        stamp,
+        count,
+        listed=shown,
+        updated_at=found.updated_at,
+    )
 
 
 def open_tail(
@@ -165,10 +182,13 @@ def append(
     fence: int | None,
     cut: int | None = None,
     run: bytes | None = None,
+    shown: tuple[str, int] | None = None,
 ) -> Tail:
+    """Commit one turn; `shown` (its messages' `listed`) carries the listing forward."""
     tail, fence = open_tail(folder, key, tail, expected_version, fence)
     if cut is not None and not 0 <= cut <= tail.count:
         raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
+    previous = _listed_before(folder, tail)
     _put_run(folder, run)
     path = folder / MESSAGES_FILE
     if tail.committed < tail.file_size:
@@ -186,7 +206,8 @@ def append(
     commit = b"" if state is None else b',"st":{}' if state == EMPTY_STATE else b',"s":1'
     if cut is not None:
         commit += b',"c":%d' % cut
-    written = turn_lines(messages, turn, commit, fence)
+    at = round(time.time(), 3)
+    written = turn_lines(messages, turn, commit, fence, at)
     size = _fs.append_lines(path, written)
     spans, offset = [], size - sum(len(line) + 1 for line in written)
     for line in written[: len(messages)]:
@@ -198,8 +219,12 @@ def append(
     elif state is not None:
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
     count = (tail.count if cut is None else cut) + len(messages)
+    base = EMPTY_LISTING if cut == 0 else previous if cut is None else None
+    now_listed = None
+    if base is not None and shown is not None:
+        now_listed = (base[0] or shown[0], base[1] + shown[1])
     state = tail.state if state is None else state
-    return Tail(size, size, turn, state, fence, stamp, count, tuple(spans))
+    return Tail(size, size, turn, state, fence, stamp, count, tuple(spans), now_listed, at)
 
 
 def rewrite(
@@ -211,6 +236,7 @@ def rewrite(
     expected_version: int | None,
     fence: int | None,
     run: bytes | None = None,
+    shown: tuple[str, int] | None = None,
 ) -> Tail:
     tail, fence = open_tail(folder, key, tail, expected_version, fence)
     _put_run(folder, run)
@@ -218,7 +244,8 @@ def rewrite(
     changed = state is not None and state != tail.state
     state = tail.state if state is None else state
     turn = tail.turn + 1
-    lines = turn_lines(messages, turn, b',"st":' + state, fence)
+    at = round(time.time(), 3)
+    lines = turn_lines(messages, turn, b',"st":' + state, fence, at)
     data = b"".join(line + b"\n" for line in lines)
     # This one rename commits history and state together (the state is inline);
     # state.json is brought in line afterwards, for people reading the folder.
@@ -228,7 +255,22 @@ def rewrite(
         _fs.remove_file(path.with_name(STATE_FILE))
     elif changed or not path.with_name(STATE_FILE).exists():
         _fs.atomic_write_bytes(path.with_name(STATE_FILE), state_document(turn, state))
-    return Tail(len(data), len(data), turn, state, fence, stamp, len(messages))
+    count = len(messages)
+    return Tail(len(data), len(data), turn, state, fence, stamp, count, listed=shown, updated_at=at)
+
+
+def _listed_before(folder: Path, tail: Tail) -> tuple[str, int] | None:
+    """The committed history's listing before a turn: known, empty, or from the summary.
+
+    After a cut this process could not follow, the summary the context list rebuilt
+    from the history (if it did) still describes the file.
+    """
+    if not tail.count:
+        return EMPTY_LISTING
+    if tail.listed is not None:
+        return tail.listed
+    found = read_summary(folder, tail.stamp)
+    return None if found is None else (found.title, found.shown)
 
 
 def _put_run(folder: Path, run: bytes | None) -> None:

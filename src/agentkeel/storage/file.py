@@ -56,6 +56,7 @@ from agentkeel.storage._usage_files import (
     read_usage,
 )
 from agentkeel.storage.base import RunRecord, SessionSnapshot, StorageHealth
+from agentkeel.storage.transcript import listed
 
 __all__ = ["LocalFileStorage", "principal_folder", "session_folder"]
 
@@ -155,7 +156,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         async with self._lock(key):
             before = self._cache.get(key)
             args = (self.path(key), key, before, lines, encoded_state)
-            checks = (expected_version, fence, cut, _records.run_line(run))
+            checks = (expected_version, fence, cut, _records.run_line(run), listed(messages))
             tail = await self._call(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
             self._follow_append(key, before, cut, [message.id for message in messages], tail)
@@ -189,6 +190,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
                 expected_version,
                 fence,
                 _records.run_line(run),
+                listed(messages),
             )
             self._remember(key, tail)
             return tail.turn

@@ -32,6 +32,7 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "in_transcript",
+    "listed",
     "page_of",
     "read_transcript",
     "sort_listings",
@@ -120,6 +121,11 @@ def title_of(messages: Sequence[Message]) -> str:
     """The first user message's text, uncut."""
     first = next((m for m in messages if m.role == "user" and in_transcript(m)), None)
     return "" if first is None else first.text
+
+
+def listed(messages: Sequence[Message]) -> tuple[str, int]:
+    """What the context list shows of `messages`: the title and how many are shown."""
+    return title_of(messages), sum(1 for message in messages if in_transcript(message))
 
 
 def page_of(messages: Sequence[Message], after: str | None, limit: int) -> HistoryPage:

@@ -7,6 +7,8 @@ principal's sessions of a definition.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import anyio
 import pytest
 
@@ -156,3 +158,42 @@ class TranscriptSuite:
         assert (await listing.list_sessions("eve", "chat", limit=5, cursor=None)) == ([], None)
         with pytest.raises(InvalidRequestError):
             await listing.list_sessions("ada", "chat", limit=5, cursor="not-a-cursor")
+
+    async def test_the_list_follows_cuts_and_rewrites(self, reopen_storage: StorageFactory) -> None:
+        storage = reopen_storage()
+        key = SessionKey(definition="chat", context_id="ctx-cut", principal="ada")
+        await storage.append(key, [*turn(0), *turn(1), *turn(2)], None)
+        await storage.append(key, turn(7), None, cut=2)
+        page, _ = await _transcript(reopen_storage()).list_sessions(
+            "ada", "chat", limit=5, cursor=None
+        )
+        assert [(item.title, item.transcript_count) for item in page] == [("question 0", 4)]
+        await reopen_storage().append(key, turn(8), None, cut=0)
+        page, _ = await _transcript(reopen_storage()).list_sessions(
+            "ada", "chat", limit=5, cursor=None
+        )
+        assert [(item.title, item.transcript_count) for item in page] == [("question 8", 2)]
+        await reopen_storage().rewrite(key, [*turn(5), *turn(6), *turn(4)], None)
+        page, _ = await _transcript(reopen_storage()).list_sessions(
+            "ada", "chat", limit=5, cursor=None
+        )
+        assert [(item.title, item.transcript_count) for item in page] == [("question 5", 6)]
+
+    async def test_commit_times_and_members_are_kept(self, reopen_storage: StorageFactory) -> None:
+        stamped = [
+            replace(message, created_at=1764576000.25, agent="triage" if i else None)
+            for i, message in enumerate(turn(0))
+        ]
+        plain = turn(1)  # a message stored without a time (as before 0.3) has none
+        await reopen_storage().append(KEY, [*stamped, *plain], None)
+        snapshot = await reopen_storage().load(KEY)
+        assert snapshot is not None
+        kept = [(m.created_at, m.agent) for m in snapshot.messages]
+        assert kept == [
+            (1764576000.25, None),
+            (1764576000.25, "triage"),
+            (None, None),
+            (None, None),
+        ]
+        page = await _transcript(reopen_storage()).read_messages(KEY, after=None, limit=2)
+        assert page is not None and [(m.created_at, m.agent) for m in page.messages] == kept[:2]
