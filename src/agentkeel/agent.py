@@ -46,11 +46,11 @@ from agentkeel.result import AgentResult, RunStatus, run_error, stop_reason
 from agentkeel.rewind import Rewind
 from agentkeel.run_state import RunState
 from agentkeel.servable import EventHandler, RunStart, ServableFront, prompt_message
-from agentkeel.session import SessionHome, SessionManager
+from agentkeel.session import SessionHome, SessionManager, meter_for
 from agentkeel.state import AgentState, InvocationState, SharedState
 from agentkeel.tools.decorator import Tool
 from agentkeel.tools.toolset import Toolset, resolve_tools
-from agentkeel.usage import TokenBudgets, UsageMeter
+from agentkeel.usage import TokenBudgets
 
 __all__ = ["Agent", "StreamItem"]
 
@@ -186,14 +186,14 @@ class Agent(ServableFront[AgentResult]):
 
         Every run calls it first. After the first load it costs one version read, and
         loads again only when storage moved on (another process ran a turn on this
-        context): a cached Agent never runs on stale memory (SPEC guarantee 9). Loading
-        again reads only the turns it lacks when the storage can tell what they are.
+        context), then reads only the turns it lacks when storage can tell which: a
+        cached Agent never runs on stale memory (SPEC guarantee 9).
         """
         manager = self.session_manager
         if self._restored and (manager is None or not await manager.moved_on()):
             return
-        if self.session_manager is not None:
-            restored = await self.session_manager.restore(self.messages)
+        if manager is not None:
+            restored = await manager.restore(self.messages)
             self.messages = self.messages[: restored.kept] + restored.messages
             self.state.replace(restored.state)
             self._suspended = restored.suspended
@@ -319,13 +319,8 @@ class Agent(ServableFront[AgentResult]):
             context=context,
             emit=emit,
             output=self.output,
-            meter=self._meter(),
+            meter=meter_for(self.session_manager, self.budgets),
         )
-
-    def _meter(self) -> UsageMeter | None:
-        if self.session_manager is not None:
-            return self.session_manager.meter(self.budgets)
-        return UsageMeter(self.budgets) if self.budgets.any else None
 
     def _begin(self, prompt: str | Message | Rewind | None, run_id: str) -> RunState:
         if self._suspended is not None:

@@ -60,6 +60,7 @@ __all__ = [
     "RestoredSession",
     "SessionHome",
     "SessionManager",
+    "meter_for",
     "run_record",
 ]
 
@@ -389,3 +390,10 @@ class SessionManager:
             await self.checkpointer.delete_thread(self.key)
         await self.storage.delete(self.key)
         self._checkpoint_id = None
+
+
+def meter_for(manager: SessionManager | None, budgets: TokenBudgets) -> UsageMeter | None:
+    """The session's meter (kept in storage); without a session, one only for budgets."""
+    if manager is not None:
+        return manager.meter(budgets)
+    return UsageMeter(budgets) if budgets.any else None
