@@ -41,6 +41,7 @@ from agentkeel.storage.postgres_bundled import (
     session_tokens,
 )
 from agentkeel.storage.postgres_extras import PostgresCapabilities
+from agentkeel.storage.postgres_listing import listing_params, listing_sets
 from agentkeel.storage.postgres_pool import Row, redact, text_key, who
 from agentkeel.storage.postgres_retention import PostgresRetention
 from agentkeel.storage.postgres_runs import PUT_RUN, PostgresRuns, run_columns
@@ -162,9 +163,11 @@ class PostgresStorage(
         bodies = [line.decode("utf-8") for line in encode_messages(messages)]
         encoded_state = None if state is None else encode_json(state).decode("utf-8")
         ran = run_columns(run)
+        listed = listing_params(messages)
         if cut is not None:
             checks = (expected_version, fence, cut)
-            return await self._append_cut(key, bodies, encoded_state, checks, ran, extras)
+            turn = (bodies, encoded_state, listed)
+            return await self._append_cut(key, turn, checks, ran, extras)
         fast = await self._one(
             "WITH moved AS (UPDATE {s}.sessions SET"
             "  version = version + CASE WHEN %(n)s > 0 OR (%(state)s::text IS NOT NULL"
@@ -172,6 +175,7 @@ class PostgresStorage(
             "  state = coalesce(%(state)s::json, state),"
             "  message_count = message_count + %(n)s,"
             "  fence = greatest(fence, coalesce(%(fence)s::bigint, 0)), updated_at = %(now)s"
+            + listing_sets("message_count")
             + session_tokens(extras)
             + " WHERE principal = %(p)s AND definition = %(d)s AND context_id = %(c)s AND saved"
             "  AND (%(fence)s::bigint IS NULL OR fence <= %(fence)s::bigint)"
@@ -193,6 +197,7 @@ class PostgresStorage(
                 now=time.time(),
                 **ran,
                 **extras_params(extras),
+                **listed,
             ),  # fmt: skip
         )
         if fast is not None:
@@ -213,9 +218,11 @@ class PostgresStorage(
                     "  message_count = message_count + %(n)s, fence = %(fence)s,"
                     "  created_at = CASE WHEN saved THEN created_at ELSE %(now)s END,"
                     "  updated_at = %(now)s, saved = true"
-                    " WHERE id = %(id)s RETURNING version"
+                    + listing_sets("%(base)s")
+                    + " WHERE id = %(id)s RETURNING version"
                 ),
                 {
+                    **listed,
                     "id": session_id,
                     "base": count,
                     "bodies": bodies,
@@ -260,9 +267,11 @@ class PostgresStorage(
                     "  message_count = %(n)s, fence = %(fence)s,"
                     "  created_at = CASE WHEN saved THEN created_at ELSE %(now)s END,"
                     "  updated_at = %(now)s, saved = true"
-                    " WHERE id = %(id)s RETURNING version"
+                    + listing_sets("0", shown="0")
+                    + " WHERE id = %(id)s RETURNING version"
                 ),
                 {
+                    **listing_params(messages),
                     "id": session_id,
                     "bodies": bodies,
                     "n": len(bodies),

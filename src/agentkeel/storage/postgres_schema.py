@@ -9,7 +9,8 @@ written to.
 
 The tables (docs/sessions.md documents them for ``psql``)::
 
-    sessions     one row per (principal, definition, context_id): version, fence, state
+    sessions     one row per (principal, definition, context_id): version, fence, state,
+                 and what the context list shows (title, shown)
     messages     one row per message of a history, in order (``seq``)
     runs         one row per run record
     frames       the latest run's retained stream frames, one row per session
@@ -222,6 +223,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE TRIGGER messages_rewritten AFTER DELETE ON {s}.messages"
             " REFERENCING OLD TABLE AS dropped FOR EACH STATEMENT"
             " EXECUTE FUNCTION {s}.history_rewritten()",
+        ),
+    ),
+    Migration(
+        7,
+        "context list: each session's title, its row, and its shown count (postgres_listing)",
+        (
+            # no backfill: a row from before keeps shown NULL until a list fills it
+            "ALTER TABLE {s}.sessions ADD COLUMN shown integer, ADD COLUMN title text,"
+            " ADD COLUMN title_seq integer",
+            "ALTER TABLE {s}.sessions ALTER COLUMN shown SET DEFAULT 0",
         ),
     ),
 )

@@ -4,7 +4,8 @@ A page is one statement: the message named by ``after`` is found through the
 ``messages_id`` index (a row written before ids existed through its position, which is
 its id), and the page is the next rows by ``seq``; nothing else of the history is read.
 The list is one statement over ``sessions_listed``; each listed session's title and
-transcript count are read from its own rows.
+transcript count are columns of its row, which the commits keep (`postgres_listing`),
+so a list reads no history.
 """
 
 from __future__ import annotations
@@ -18,11 +19,16 @@ from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import (
     MESSAGE_ID_PATTERN,
     MessageDecodeError,
-    message_from_json,
     messages_from_json,
 )
 from agentkeel.storage.base import SessionMetadata
 from agentkeel.storage.postgres_bundled import put_extras_locked
+from agentkeel.storage.postgres_listing import (
+    DROPPED_SHOWN,
+    LAZY_COLUMNS,
+    fill_lazily,
+    listing_sets,
+)
 from agentkeel.storage.postgres_pool import PostgresPool, Row, text_key, who
 from agentkeel.storage.postgres_schema import MESSAGE_ID_SQL
 from agentkeel.storage.transcript import (
@@ -30,7 +36,6 @@ from agentkeel.storage.transcript import (
     HistoryPage,
     decode_cursor,
     encode_cursor,
-    title_of,
 )
 
 if TYPE_CHECKING:
@@ -41,17 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["PostgresTranscript"]
 
 _ID = MESSAGE_ID_SQL.replace("body", "m.body")
-_HEAD = '^\\{{\\s*("id"\\s*:\\s*"msg-[0-9a-f]{{24}}"\\s*,\\s*)?"role"\\s*:\\s*'
-"""A row's text up to its role: the codec writes ``id`` (when there is one) and ``role``
-first."""
-_SHOWN = (
-    f'(m.body::text ~ \'{_HEAD}"assistant"\' OR m.body::text !~ \'"kind"\\s*:\\s*"tool_result"\')'
-)
-"""SQL for `transcript.in_transcript` over a message row ``m``, on its text: JSON
-operators fail on a row whose JSON holds ``\\u0000``, which a message may."""
-
-
-_USER = f"m.body::text ~ '{_HEAD}\"user\"'"
 
 
 def _legacy_seq(after: str | None) -> int:
@@ -82,8 +76,7 @@ class PostgresTranscript(PostgresPool):
     async def _append_cut(
         self,
         key: SessionKey,
-        bodies: list[str],
-        state: str | None,
+        turn: tuple[list[str], str | None, dict[str, object]],
         checks: tuple[int | None, int | None, int],
         ran: dict[str, object],
         extras: CommitExtras | None = None,
@@ -91,8 +84,10 @@ class PostgresTranscript(PostgresPool):
         """The turn of an edit or a regenerate, in one transaction.
 
         The rows after `cut` go, the turn's come, the session row moves on: the cost is
-        the cut's and the turn's, never the history's.
+        the cut's and the turn's, never the history's. The ``DELETE`` counts the shown
+        rows it drops, for the listing (`postgres_listing`).
         """
+        bodies, state, listed = turn
         expected_version, fence, cut = checks
         async with self._connection() as conn, conn.transaction():
             session_id, count, highest = await self._lock(conn, key, expected_version, fence)
@@ -100,10 +95,8 @@ class PostgresTranscript(PostgresPool):
                 raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
             await self._put_run_locked(conn, session_id, ran)
             await put_extras_locked(self, conn, session_id, who(key)[0], extras)
-            await conn.execute(
-                self._sql("DELETE FROM {s}.messages WHERE session_id = %s AND seq > %s"),
-                (session_id, cut),
-            )
+            dropped = await conn.execute(self._sql(DROPPED_SHOWN), (session_id, cut))
+            counted = await dropped.fetchone()
             cursor = await conn.execute(
                 self._sql(
                     "WITH added AS (INSERT INTO {s}.messages (session_id, seq, body)"
@@ -117,9 +110,12 @@ class PostgresTranscript(PostgresPool):
                     "  message_count = %(cut)s + %(n)s, fence = %(fence)s,"
                     "  created_at = CASE WHEN saved THEN created_at ELSE %(now)s END,"
                     "  updated_at = %(now)s, saved = true"
-                    " WHERE id = %(id)s RETURNING version"
+                    + listing_sets("%(cut)s", shown="shown - %(dropped)s")
+                    + " WHERE id = %(id)s RETURNING version"
                 ),
                 {
+                    **listed,
+                    "dropped": 0 if counted is None else int(counted[0]),
                     "id": session_id,
                     "cut": cut,
                     "cuts": cut < count,
@@ -181,11 +177,9 @@ class PostgresTranscript(PostgresPool):
         """The principal's saved sessions of `definition`, newest first (TranscriptStorage)."""
         after = decode_cursor(cursor)
         rows = await self._all(
-            "SELECT s.context_id, s.created_at, s.updated_at, s.message_count,"
-            f" (SELECT count(*) FROM {{s}}.messages m WHERE m.session_id = s.id AND {_SHOWN}),"
-            " (SELECT m.body::text FROM {s}.messages m WHERE m.session_id = s.id"
-            f"  AND {_USER} AND {_SHOWN} ORDER BY m.seq LIMIT 1)"
-            " FROM {s}.sessions s"
+            "SELECT s.id, s.context_id, s.created_at, s.updated_at, s.message_count, "
+            + LAZY_COLUMNS
+            + " FROM {s}.sessions s"
             " WHERE s.principal = %s AND s.definition = %s AND s.saved"
             "  AND (%s::double precision IS NULL"
             "   OR (s.updated_at, s.context_id) < (%s::double precision, %s::text))"
@@ -200,8 +194,9 @@ class PostgresTranscript(PostgresPool):
             ),
         )
         listings = []
-        for context_id, created, updated, count, shown, first in rows[:limit]:
-            title = "" if first is None else title_of([message_from_json(json.loads(first))])
+        shown_of = await fill_lazily(self, rows[:limit])
+        for row, (title, shown) in zip(rows[:limit], shown_of, strict=True):
+            context_id, created, updated, count = row[1:5]
             listings.append(
                 ContextListing(
                     metadata=SessionMetadata(
