@@ -436,7 +436,10 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
     parser.add_argument("--postgres", default=None, help="a PostgreSQL URL ('' for none)")
     parser.add_argument(
-        "--only", default="", help="comma-separated scenarios to run (default: all of them)"
+        "--only",
+        default="",
+        help="comma-separated scenarios to run (default: all of them; 'transcript': only"
+        " the transcript page and context list rows)",
     )
     parser.add_argument("--serve", choices=(*SCENARIOS, TRIPS), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -447,6 +450,9 @@ def main() -> None:
     chosen = {name.strip() for name in args.only.split(",") if name.strip()} or set(SCENARIOS)
     kinds = [kind for kind in SCENARIOS if kind in chosen and (kind != POSTGRES or postgres)]
     schema = f"bench_serve_{os.getpid()}"
+    if chosen == {"transcript"}:
+        transcript_rows(postgres, f"{schema}_pages")
+        return
     if postgres:
         joiner = "&" if "?" in postgres else "?"
         os.environ[POSTGRES_ENV] = f"{postgres}{joiner}schema={schema}"
