@@ -136,7 +136,10 @@ def test_a_long_thread_runs_its_last_message_only(served: Served) -> None:
     thread = long_thread(700)
     body = posted(thread, "hi")
     with httpx.stream(
-        "POST", f"{served.url}{ROUTE}", content=body, timeout=30,
+        "POST",
+        f"{served.url}{ROUTE}",
+        content=body,
+        timeout=30,
         headers={"content-type": "application/json"},
     ) as response:
         assert response.status_code == 200
@@ -160,9 +163,7 @@ def test_malformed_long_bodies_get_ag_uis_error_shape(served: Served) -> None:
     for why, body in bodies.items():
         refused = httpx.post(f"{served.url}{ROUTE}", content=body, timeout=30)
         assert refused.status_code == 400, why
-        assert refused.json() == {
-            "error": {"code": "invalid_json", "message": "not JSON"}
-        }, why
+        assert refused.json() == {"error": {"code": "invalid_json", "message": "not JSON"}}, why
     odd = json.loads(posted(long_thread(10), "hi"))
     odd["messages"][-2] = {"id": "x"}  # the client's tail is a hint: dropped when odd
     assert httpx.post(f"{served.url}{ROUTE}", json=odd, timeout=30).status_code == 200

@@ -17,8 +17,8 @@ import pytest
 
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import load_framework
-from agentkeel.server import create_app
 from agentkeel.json_decode import decode_json
+from agentkeel.server import create_app
 from e2e import serve_in_thread, stream_turn
 
 pytestmark = pytest.mark.anyio

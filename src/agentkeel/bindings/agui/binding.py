@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from agentkeel.bindings.agui.body import run_input_body
 from agentkeel.bindings.agui.events import (
     EventMapper,
     encode,
@@ -36,7 +37,6 @@ from agentkeel.bindings.agui.events import (
 from agentkeel.bindings.agui.request import InputMessage, RunAgentInput, parse_run_input
 from agentkeel.bindings.agui.snapshot import snapshot_event, transcript_messages
 from agentkeel.bindings.agui.sync import in_step, message_prefix
-from agentkeel.bindings.agui.body import run_input_body
 from agentkeel.bindings.calls import batches, context_key
 from agentkeel.errors import AgentkeelError, InvalidRequestError, StorageError
 from agentkeel.messages import JSONObject, JSONValue
