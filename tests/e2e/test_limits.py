@@ -17,8 +17,8 @@ import pytest
 
 from agentkeel.errors import ConfigurationError
 from agentkeel.framework import load_framework
+from agentkeel.json_decode import decode_json
 from agentkeel.server import create_app
-from agentkeel.server.limits import _decoded
 from e2e import serve_in_thread, stream_turn
 
 pytestmark = pytest.mark.anyio
@@ -197,7 +197,7 @@ def test_bodies_decode_as_json_decodes_them() -> None:
     accepted = [b'{"a": 1, "a": 2}', b"\xef\xbb\xbf{}", b'"\\ud800"', b"[" * 300 + b"]" * 300]
     accepted += [b"1e400", b'{"n": 123456789012345678901234567890}', b' {"x": [1.5, null]} ']
     for body in accepted:
-        assert _decoded(body) == json.loads(body), body
+        assert decode_json(body) == json.loads(body), body
     for body in [b"NaN", b'{"a": Infinity}', b'{"a":1,}', b'"a\x01b"', b'{"a":1}x', b'"\xff"']:
         with pytest.raises(ValueError):
-            _decoded(body)
+            decode_json(body)

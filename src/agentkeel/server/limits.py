@@ -12,13 +12,12 @@ arrived whole within ``server.limits.bodyTimeoutSeconds``: ``408 request_timeout
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import anyio
-from pydantic_core import from_json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentkeel.json_decode import decode_json
 from agentkeel.server.errors import (
     InvalidJSONError,
     PayloadTooLargeError,
@@ -34,26 +33,13 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 def native_json_path(path: str) -> bool:
-    """The paths whose bodies are native-wire JSON (A2A routes parse their own)."""
-    return "/a2a" not in path
+    """The paths whose bodies are decoded here.
 
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _decoded(body: bytes) -> object:
-    """`body` as JSON: pydantic's parser first, `json` for what it refuses.
-
-    Clients of the bindings post whole histories with every turn, so decoding is a cost
-    that grows with a conversation; jiter builds the value in about 60% of `json`'s time.
-    `json` decides the bodies jiter refuses (a byte-order mark, a lone surrogate,
-    nesting past 200 levels), so exactly the bodies `json` accepts are accepted.
+    A2A routes parse their own, and so does AG-UI's run route: it decodes only the last
+    two of the messages its clients post (`agentkeel.bindings.agui.body`), with the same
+    acceptance as `decode_json`, so a long thread costs it no Python objects.
     """
-    try:
-        return from_json(body, allow_inf_nan=False)
-    except ValueError:
-        return json.loads(body, parse_constant=_reject_constant)
+    return "/a2a" not in path and not path.endswith("/ag-ui")
 
 
 class RequestLimits:
@@ -98,7 +84,7 @@ class RequestLimits:
                 )
             if body and self.json_paths(scope["path"]):
                 try:
-                    parsed = _decoded(body)
+                    parsed = decode_json(body)
                 except (ValueError, RecursionError):
                     raise InvalidJSONError("the request body is not valid JSON") from None
                 scope.setdefault("state", {})[JSON_BODY] = parsed

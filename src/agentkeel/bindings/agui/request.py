@@ -5,7 +5,8 @@ last one is the turn when it is a user message the server does not have yet; the
 before it (or the last, when there is no new turn) is the client's tail, which tells
 whether the client's copy of the conversation is in step with the server (see
 `agentkeel.bindings.agui.sync`). Everything else is the client's copy and is never
-parsed or trusted, so a long thread costs no more to parse than a short one.
+validated or trusted, nor decoded into Python objects (`agentkeel.bindings.agui.body`),
+so a long thread costs no more objects to read than a short one.
 ``resume`` answers the interrupt the previous run ended with. ``tools`` (frontend
 tools), ``context``, ``state`` and ``forwardedProps`` are accepted and ignored: the
 agent's tools, instructions and state live on the server (docs/bindings/ag-ui.md).
@@ -113,7 +114,7 @@ def parse_run_input(body: object) -> RunAgentInput:
     if not isinstance(body, dict):
         raise InvalidRequestError("the request body must be a RunAgentInput JSON object")
     sent = body.get("messages", [])
-    if not isinstance(sent, list):
+    if not isinstance(sent, (list, tuple)):  # a tuple: `decode_run_input`'s placeholders
         raise InvalidRequestError("messages: Input should be a valid list")
     parsed = _validated(RunAgentInput, {**body, "messages": []}, ())
     tail: list[InputMessage] = []
