@@ -46,6 +46,7 @@ from agentkeel.session_records import (
     RestoredSession,
     bundles,
     catches_up_from,
+    checks_by_catching_up,
     keeps_usage,
     load_after,
     restore_checkpoint,
@@ -153,7 +154,8 @@ class SessionManager:
         When `restore` would catch up, that read (as cheap as `moved_on`) is the check.
         """
         known = self._held
-        if known is None or not catches_up_from(self.storage, held, known, self.version):
+        cheap = checks_by_catching_up(type(self.storage))
+        if not cheap or not catches_up_from(self.storage, held, known, self.version):
             return await self.restore(held) if await self.moved_on() else None
         self._held = None
         snapshot = await load_after(self.storage, self.key, held, known, self.version)

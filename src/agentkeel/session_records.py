@@ -38,6 +38,7 @@ __all__ = [
     "bundles",
     "catches_up",
     "catches_up_from",
+    "checks_by_catching_up",
     "keeps_usage",
     "load_after",
     "restore_checkpoint",
@@ -104,6 +105,16 @@ def bundles(storage_type: type) -> bool:
 def catches_up(storage_type: type) -> bool:
     """Whether a storage class reads only what a cached history lacks (cached, as above)."""
     return issubclass(storage_type, IncrementalLoadStorage)
+
+
+@functools.cache
+def checks_by_catching_up(storage_type: type) -> bool:
+    """Whether a storage class's catch-up read is as cheap as its version read.
+
+    The class says so (``checks_by_catching_up``, PostgreSQL's one indexed statement);
+    a file storage's catch-up reads the whole file, far more than its version's ``stat``.
+    """
+    return catches_up(storage_type) and getattr(storage_type, "checks_by_catching_up", 0) is True
 
 
 def catches_up_from(
