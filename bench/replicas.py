@@ -393,15 +393,14 @@ def main() -> None:
             f", Redis cmds {rows['redis-3-long']['redis_cmds']:.1f} vs "
             f"{rows['redis-3']['redis_cmds']:.1f} per turn"
         )
-        times = sorted(takeovers(storage, coordination, args.kills))
-        if times:  # --kills 0 measures the turns only
-            p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
-            median = statistics.median(times)
-            print(
-                f"takeover after SIGKILL over {len(times)} kills (lease {args.lease:g} s): min "
-                f"{times[0]:.2f} s, median {median:.2f} s, p95 {p95:.2f} s, "
-                f"max {times[-1]:.2f} s; median / lease = {median / args.lease:.2f}"
-            )
+        times = takeovers(storage, coordination, args.kills)
+        times.sort()
+        p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
+        print(
+            f"takeover after SIGKILL over {len(times)} kills (lease {args.lease:g} s): min "
+            f"{times[0]:.2f} s, median {statistics.median(times):.2f} s, p95 {p95:.2f} s, "
+            f"max {times[-1]:.2f} s; median / lease = {statistics.median(times) / args.lease:.2f}"
+        )
     finally:
         for name in rclient.scan_iter(match=f"{prefix}*", count=500):
             rclient.delete(name)
