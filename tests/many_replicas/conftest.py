@@ -9,6 +9,7 @@ stopped by its pid (`ServerProcess`), and every wait is bounded.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,13 +56,27 @@ def cluster(
     redis_url = None if request.param == "postgresql-only" else redis_db_url
     framework = cluster_framework(tmp_path, pg_url, redis_url, redis_prefix)
     if request.param != "workers":
-        servers = [ServerProcess(_own_copy(framework, index)) for index in range(3)]
-        urls = [server.start() for server in servers]
-    else:
-        servers = [ServerProcess(framework)]
-        urls = [servers[0].start("--workers", "3", timeout=40)] * 3
+        with three_processes(framework, request.param, pg_url, redis_db_url) as cluster:
+            yield cluster
+        return
+    servers = [ServerProcess(framework)]
     try:
+        urls = [servers[0].start("--workers", "3", timeout=40)] * 3
         yield Cluster(servers, urls, request.param, pg_url, redis_db_url)
+    finally:
+        servers[0].stop()
+
+
+@contextmanager
+def three_processes(
+    framework: Path, kind: str, pg_url: str, redis_db_url: str
+) -> Iterator[Cluster]:
+    """Three `agentkeel serve` processes on copies of `framework`, each stopped by its
+    pid afterwards, also when one of them failed to start."""
+    servers = [ServerProcess(_own_copy(framework, index)) for index in range(3)]
+    try:
+        urls = [server.start() for server in servers]
+        yield Cluster(servers, urls, kind, pg_url, redis_db_url)
     finally:
         for server in servers:
             server.stop()

@@ -23,10 +23,10 @@ from a2a.types import (
 
 from a2a_binding import a2a_client, send, user_message
 from a2a_binding.test_push import Webhook
-from e2e import ServerProcess, tool_runs
+from e2e import tool_runs
 from fakes.server import run_asgi_server
 from many_replicas.cluster import Cluster
-from many_replicas.conftest import _own_copy, cluster_framework
+from many_replicas.conftest import cluster_framework, three_processes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(180)]
 
@@ -54,13 +54,8 @@ def replicas(
     document = json.loads(framework.read_text(encoding="utf-8"))
     document["server"]["a2a"] = {"allowPrivateWebhooks": True}
     framework.write_text(json.dumps(document), encoding="utf-8")
-    servers = [ServerProcess(_own_copy(framework, index)) for index in range(3)]
-    try:
-        urls = [server.start() for server in servers]
-        yield Cluster(servers, urls, request.param, pg_url, redis_db_url)
-    finally:
-        for server in servers:
-            server.stop()
+    with three_processes(framework, request.param, pg_url, redis_db_url) as cluster:
+        yield cluster
 
 
 async def test_a_config_taken_by_b_is_delivered_by_a_which_runs_the_task(

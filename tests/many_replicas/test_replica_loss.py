@@ -16,9 +16,9 @@ import anyio
 import httpx
 import pytest
 
-from e2e import ServerProcess, frames_of, tool_runs
+from e2e import frames_of, tool_runs
 from many_replicas.cluster import AGENT, Cluster
-from many_replicas.conftest import _own_copy, cluster_framework
+from many_replicas.conftest import cluster_framework, three_processes
 from many_replicas.test_replicas import _history
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(180)]
@@ -37,13 +37,8 @@ def three(
     del tool_log
     redis_url = redis_db_url if request.param == "redis" else None
     framework = cluster_framework(tmp_path, pg_url, redis_url, redis_prefix)
-    servers = [ServerProcess(_own_copy(framework, index)) for index in range(3)]
-    try:
-        urls = [server.start() for server in servers]
-        yield Cluster(servers, urls, request.param, pg_url, redis_db_url)
-    finally:
-        for server in servers:
-            server.stop()
+    with three_processes(framework, request.param, pg_url, redis_db_url) as cluster:
+        yield cluster
 
 
 async def test_a_queued_turn_of_a_killed_replica_runs_once_on_retry(
