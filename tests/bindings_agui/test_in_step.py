@@ -155,3 +155,15 @@ def test_the_last_message_is_parsed_and_the_rest_is_not(served: Served) -> None:
         f"{served.url}/agents/scripted/ag-ui", content=b'{"threadId": "t",', timeout=10
     )
     assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
+
+
+def test_a_retry_after_a_later_turn_replays_its_own_run(served: Served) -> None:
+    """Its run is no longer the thread's latest: its frames come back from their bytes."""
+    first_message = user("first")
+    first = run(served, "thread-packed", [first_message])
+    later = run(served, "thread-packed", [first_message, user("second")])
+    calls = len(served.model.requests)
+    again = run(served, "thread-packed", [first_message])  # a retry of the first POST
+    assert text(first) == "echo: first" and text(later) == "echo: second"
+    assert text(again) == text(first)
+    assert len(served.model.requests) == calls  # joined the first run: nothing ran

@@ -14,13 +14,11 @@ loads the frames a previous process persisted, so a reconnect also works after a
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 
 import anyio
 
@@ -28,6 +26,7 @@ from agentkeel.errors import StorageError
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject
 from agentkeel.runtime.coordination import RunStream
+from agentkeel.runtime.frames import Frame, Packed
 from agentkeel.sse import encode_comment
 from agentkeel.storage.base import RunEventStorage, SessionStorage
 
@@ -38,71 +37,13 @@ logger = logging.getLogger(__name__)
 _HEARTBEAT = encode_comment("keep-alive")
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _frame_encoder() -> Callable[[JSONObject], str]:
-    """`_ENCODER.encode`, with the C encoder it builds per call built once instead.
-
-    ``JSONEncoder.encode`` makes a new C encoder for every value it encodes, which costs
-    about as much as encoding a token frame; this one is made once, with the same
-    options (compact, not ASCII-escaped, NaN refused), so it gives the same text.
-    Without the C accelerator it is `_ENCODER.encode` itself.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return _ENCODER.encode
-    markers: dict[int, object] = {}  # what the circular check has entered
-    encode = make(
-        markers, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False,
-        False,
-    )  # fmt: skip
-
-    def dumps(data: JSONObject) -> str:
-        try:
-            return "".join(encode(data, 0))
-        except BaseException:
-            markers.clear()  # an encode that failed halfway leaves its entries behind
-            raise
-
-    return dumps
-
-
-_dumps = _frame_encoder()
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One frame: its per-run id, its data object, and its SSE bytes."""
-
-    id: int
-    data: JSONObject
-    encoded: bytes
-    done: bool
-    """Whether this is a segment's last frame."""
-
-    @classmethod
-    def build(cls, frame_id: int, data: JSONObject, text: str | None = None) -> Frame:
-        """Encode `data` once; every reader sends the same bytes.
-
-        `text`, when given, is `data` already encoded as compact JSON (a token frame's,
-        built around its text by `wire.token_frame_json`). Compact JSON never holds a
-        raw line break (they are escaped inside strings), so it is always one ``data:``
-        line and can be framed without `encode_frame`'s split.
-        """
-        if text is None:
-            text = _dumps(data)
-        encoded = b"id: %d\ndata: %s\n\n" % (frame_id, text.encode("utf-8"))
-        return cls(frame_id, data, encoded, data.get("done") is True)
-
-
 class RunChannel:
     """The frames of one run, buffered for replay and fanned out to live readers."""
 
     def __init__(self, key: SessionKey, run_id: str, frames: Sequence[Frame] = ()) -> None:
         self.key = key
         self.run_id = run_id
-        self.frames: list[Frame] = list(frames)
+        self.frames: Sequence[Frame] = list(frames)
         self.active = False
         """A segment of the run is in progress (frames may still come)."""
         self.ended_at: float | None = time.time() if frames else None
@@ -131,6 +72,8 @@ class RunChannel:
 
     def append(self, frame: Frame) -> None:
         """Publish a frame built with `next_frame`; a done frame ends the segment."""
+        if not isinstance(self.frames, list):
+            self.frames = list(self.frames)
         self.frames.append(frame)
         if frame.done:
             self.active = False
@@ -139,6 +82,11 @@ class RunChannel:
             self._waiting = False
             self._changed.set()
             self._changed = anyio.Event()
+
+    def pack(self) -> None:
+        """Keep the frames of this finished run as bytes (`Packed`): it is no context's latest."""
+        if not self.active and isinstance(self.frames, list):
+            self.frames = Packed(self.frames)
 
     def latest_segment_start(self) -> int:
         """The id after which the latest segment starts (where a reader without an id begins)."""
@@ -170,17 +118,8 @@ class RunChannel:
                 except ValueError:
                     continue
                 continue
-            head, _, data = block.partition(b"\ndata: ")
-            if not head.startswith(b"id: "):
-                continue
-            try:
-                frame_id, decoded = int(head.removeprefix(b"id: ")), json.loads(data)
-            except ValueError:
-                continue
-            if isinstance(decoded, dict):
-                frames.append(
-                    Frame(frame_id, decoded, block + b"\n\n", decoded.get("done") is True)
-                )
+            if (frame := Frame.decode(block + b"\n\n")) is not None:
+                frames.append(frame)
         channel = cls(key, run_id, frames)
         channel.ended_at = ended_at or channel.ended_at
         return channel
@@ -255,6 +194,9 @@ class RetainedStreams:
     def put(self, stream: RunStream) -> None:
         """Make `stream` its context's latest run; tell `on_segment` and wake its waiters."""
         channel = _own(stream)
+        previous = self._latest.get(channel.key)
+        if previous is not None and previous is not channel:
+            previous.pack()  # what still holds it (an idempotency claim) holds bytes
         self._latest[channel.key] = channel
         self._latest.move_to_end(channel.key)
         while len(self._latest) > self.capacity:

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from agentkeel.bindings.agui.body import run_input_body
+from agentkeel.bindings.agui.body import read_run_input
 from agentkeel.bindings.agui.events import (
     EventMapper,
     encode,
@@ -34,7 +34,7 @@ from agentkeel.bindings.agui.events import (
     run_error,
     user_message,
 )
-from agentkeel.bindings.agui.request import InputMessage, RunAgentInput, parse_run_input
+from agentkeel.bindings.agui.request import InputMessage, RunAgentInput
 from agentkeel.bindings.agui.snapshot import snapshot_event, transcript_messages
 from agentkeel.bindings.agui.sync import in_step, message_prefix
 from agentkeel.bindings.calls import batches, context_key
@@ -76,7 +76,7 @@ class AGUIBinding:
             return _error(404, "agent_not_found", f"no agent is named {definition!r}")
         try:
             # of the client's copy of the thread only the last two messages are decoded
-            parsed = parse_run_input(await run_input_body(request))
+            parsed = await read_run_input(request)
             key = context_key(request, definition, parsed.thread_id)
         except (ValueError, RecursionError) as exc:
             message = exc.message if isinstance(exc, InvalidRequestError) else "not JSON"
@@ -90,31 +90,33 @@ class AGUIBinding:
 
     async def _events(self, key: SessionKey, parsed: RunAgentInput) -> AsyncIterator[bytes]:
         mapper = EventMapper(key.context_id, parsed.run_id)
-        yield encode(mapper.started())
+        # RUN_STARTED leaves with the first events that follow it: one write fewer a run
+        head = encode(mapper.started())
         try:
             latest = await self.runtime.framework.storage.latest_run(key)
             pending = latest if latest is not None and latest.status == "suspended" else None
             new = parsed.last_user if parsed.resume is None else None
             if not in_step(parsed, latest):
                 snapshot, new = await self._snapshot(key, pending, new)
-                out = [encode(snapshot_event(snapshot))]
+                out = [head, encode(snapshot_event(snapshot))]
                 if new is not None:
                     out.extend(encode(event) for event in user_message(new.id, new.text()))
                 yield b"".join(out)
+                head = b""
             job = await self._submit(key, parsed, new)
         except AgentkeelError as exc:
-            yield encode(run_error(exc.code, _shown(exc)))
+            yield head + encode(run_error(exc.code, _shown(exc)))
             return
         if job is None:
             # nothing to run; a reloaded page learns of an approval still pending
             waiting_for = [] if pending is None else _record_interrupts(pending)
             status = "suspended" if waiting_for else "completed"
-            for event in mapper.finished({"status": status}, waiting_for):
-                yield encode(event)
+            finished = mapper.finished({"status": status}, waiting_for)
+            yield b"".join([head, *(encode(event) for event in finished)])
             return
         if job.channel is not None:
             mapper.bind(message_prefix(job.channel.run_id, parsed.run_id))
-        async for chunk in self._follow(key, job, mapper):
+        async for chunk in self._follow(key, job, mapper, head):
             yield chunk
 
     async def _snapshot(
@@ -168,15 +170,17 @@ class AGUIBinding:
         return job
 
     async def _follow(
-        self, key: SessionKey, job: RunJob, mapper: EventMapper
+        self, key: SessionKey, job: RunJob, mapper: EventMapper, head: bytes
     ) -> AsyncIterator[bytes]:
+        """The run's events; `head` (events not sent yet) goes first, with the first burst."""
         if job.channel is None:
             raise RuntimeError("internal error: a started turn has no channel")
         async with aclosing(batches(self.runtime, job.channel, job.start_after)) as stream:
             async for batch in stream:
+                out: list[bytes] = [head] if head else []
+                head = b""
                 if not batch:
-                    yield _KEEP_ALIVE
-                out: list[bytes] = []
+                    out.append(_KEEP_ALIVE)
                 for frame in batch:
                     if frame.get("done") is True:
                         interrupts = await self._interrupts(key, frame)

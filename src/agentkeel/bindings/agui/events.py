@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from json.encoder import encode_basestring
 
 from agentkeel.messages import JSONObject, JSONValue
 
@@ -168,9 +169,10 @@ class EventMapper:
             text = event.get("text")
             if isinstance(text, str) and text:
                 if self._content is None:
-                    message_id = _ENCODER.encode(self._text).encode("utf-8")
+                    message_id = encode_basestring(self._text).encode("utf-8")
                     self._content = b'%s%s,"delta":' % (_CONTENT, message_id)
-                return b"%s%s}\n\n" % (self._content, _ENCODER.encode(text).encode("utf-8"))
+                # the escaping `_ENCODER` gives a string (compact, not ASCII-escaped)
+                return b"%s%s}\n\n" % (self._content, encode_basestring(text).encode("utf-8"))
         return b"".join(encode(item) for item in self.event(frame))
 
     def started(self) -> JSONObject:
