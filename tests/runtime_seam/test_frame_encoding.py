@@ -10,8 +10,9 @@ import pytest
 from agentkeel.events import StatusEvent, TokenEvent
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject
-from agentkeel.runtime.channels import Frame, RunChannel
+from agentkeel.runtime.channels import Frame, RetainedStreams, RunChannel
 from agentkeel.runtime.wire import event_frame, token_frame_json
+from agentkeel.storage.memory import InMemoryStorage
 
 REFERENCE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 TEXTS = ["tok ", "", 'a "quoted" \\ back', "line\nbreak\ttab\r", "\x00\x1f\x7f", "é 漢 😀 \u2028"]
@@ -54,3 +55,26 @@ def test_published_frames_carry_the_prebuilt_text() -> None:
     frame = channel.publish(data, token_frame_json("ctx-1", "run-1", event))
     assert frame.id == 1 and frame.data == data and not frame.done
     assert json.loads(frame.encoded.split(b"data: ", 1)[1]) == data
+
+
+@pytest.mark.anyio
+async def test_a_run_that_is_no_longer_its_contexts_latest_keeps_its_frames_as_bytes() -> None:
+    key = SessionKey(definition="chat", context_id="ctx-1")
+    streams = RetainedStreams(InMemoryStorage(), None)
+    first = RunChannel(key, "run-1")
+    first.begin()
+    streams.put(first)
+    for text in TEXTS:
+        event = TokenEvent(text=text)
+        first.publish(
+            event_frame("ctx-1", "run-1", event), token_frame_json("ctx-1", "run-1", event)
+        )
+    first.publish({"contextId": "ctx-1", "runId": "run-1", "done": True, "status": "completed"})
+    published = list(first.frames)
+    streams.put(RunChannel(key, "run-2"))  # the next turn: run-1 is packed
+    assert first._packed is not None and first._frames == []
+    assert first.last_id == len(TEXTS) + 1  # without reading the frames back
+    assert first._packed is not None
+    replayed = [frame async for batch in first.batches(0, heartbeat=1.0) for frame in batch]
+    assert replayed == published  # ids, data, bytes and done flags, read back from the bytes
+    assert first._packed is None and first.frames == published

@@ -102,7 +102,9 @@ class RunChannel:
     def __init__(self, key: SessionKey, run_id: str, frames: Sequence[Frame] = ()) -> None:
         self.key = key
         self.run_id = run_id
-        self.frames: list[Frame] = list(frames)
+        self._frames: list[Frame] = list(frames)
+        self._packed: tuple[bytes, int] | None = None
+        """A packed channel's frames as their SSE bytes, and its last id (see `pack`)."""
         self.active = False
         """A segment of the run is in progress (frames may still come)."""
         self.ended_at: float | None = time.time() if frames else None
@@ -110,9 +112,32 @@ class RunChannel:
         self._waiting = False
 
     @property
+    def frames(self) -> list[Frame]:
+        """Every frame of the run so far (a packed channel's, read back from its bytes)."""
+        if self._packed is not None:
+            self._frames, self._packed = _parse(self._packed[0])[0], None
+        return self._frames
+
+    @property
     def last_id(self) -> int:
         """The id of the last frame (0 before the first)."""
-        return self.frames[-1].id if self.frames else 0
+        if self._packed is not None:
+            return self._packed[1]
+        return self._frames[-1].id if self._frames else 0
+
+    def pack(self) -> None:
+        """Keep a finished run's frames as their SSE bytes only, until someone reads them.
+
+        A run that is no longer its context's latest is held on only for a retry of its
+        request (an idempotency claim: every A2A message has one), for a day; as frame
+        objects, its few dozen per run added up to hundreds of thousands that each full
+        collection of the cyclic collector walked again. Bytes are not walked at all, and
+        the rare reader gets the same frames back (`from_bytes`). Readers that follow the
+        run already keep the list they read from.
+        """
+        if not self.active and self._frames and self._packed is None:
+            body = b"".join(frame.encoded for frame in self._frames)
+            self._packed, self._frames = (body, self._frames[-1].id), []
 
     def begin(self) -> int:
         """Start a segment; returns the id after which its frames start."""
@@ -161,26 +186,7 @@ class RunChannel:
     @classmethod
     def from_bytes(cls, key: SessionKey, run_id: str, body: bytes) -> RunChannel:
         """Rebuild a finished run's channel from stored frames (malformed ones are skipped)."""
-        frames: list[Frame] = []
-        ended_at: float | None = None
-        for block in body.split(b"\n\n"):
-            if block.startswith(b": ended "):
-                try:
-                    ended_at = float(block.removeprefix(b": ended "))
-                except ValueError:
-                    continue
-                continue
-            head, _, data = block.partition(b"\ndata: ")
-            if not head.startswith(b"id: "):
-                continue
-            try:
-                frame_id, decoded = int(head.removeprefix(b"id: ")), json.loads(data)
-            except ValueError:
-                continue
-            if isinstance(decoded, dict):
-                frames.append(
-                    Frame(frame_id, decoded, block + b"\n\n", decoded.get("done") is True)
-                )
+        frames, ended_at = _parse(body)
         channel = cls(key, run_id, frames)
         channel.ended_at = ended_at or channel.ended_at
         return channel
@@ -255,13 +261,16 @@ class RetainedStreams:
     def put(self, stream: RunStream) -> None:
         """Make `stream` its context's latest run; tell `on_segment` and wake its waiters."""
         channel = _own(stream)
+        before = self._latest.get(channel.key)
+        if before is not None and before is not channel:
+            before.pack()  # no longer the latest: only a retry of its request reads it
         self._latest[channel.key] = channel
         self._latest.move_to_end(channel.key)
         while len(self._latest) > self.capacity:
             oldest = next(iter(self._latest))
             if self._latest[oldest].active:
                 break
-            del self._latest[oldest]
+            self._latest.pop(oldest).pack()
         if channel.active:  # a run's segment starts, not a channel read back from storage
             for listener in list(self._listeners):
                 listener(channel)
@@ -355,6 +364,29 @@ class RetainedStreams:
         if not isinstance(self.storage, RunEventStorage):
             return None
         return _own(stream).to_bytes(done)
+
+
+def _parse(body: bytes) -> tuple[list[Frame], float | None]:
+    """The frames in `body` (SSE bytes as `to_bytes` wrote them), and the time it ended."""
+    frames: list[Frame] = []
+    ended_at: float | None = None
+    for block in body.split(b"\n\n"):
+        if block.startswith(b": ended "):
+            try:
+                ended_at = float(block.removeprefix(b": ended "))
+            except ValueError:
+                continue
+            continue
+        head, _, data = block.partition(b"\ndata: ")
+        if not head.startswith(b"id: "):
+            continue
+        try:
+            frame_id, decoded = int(head.removeprefix(b"id: ")), json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(decoded, dict):
+            frames.append(Frame(frame_id, decoded, block + b"\n\n", decoded.get("done") is True))
+    return frames, ended_at
 
 
 def _own(stream: RunStream) -> RunChannel:
