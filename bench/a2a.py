@@ -23,7 +23,8 @@ together into one artifact chunk (the native wire writes such a batch in one wri
 Storage is in memory by default (the server's own cost); ``--storage file`` adds the
 fsynced session writes of a LocalFileStorage (and, for A2A, the task index line, which
 is appended without an fsync so that it never delays the first frame).
-Each client worker keeps its own context, so at concurrency 32 no turn waits for another.
+Each client worker keeps its own context and its own connection, so at concurrency 32 no
+turn waits for another.
 
 Server CPU per turn is utime + stime of the server process (all threads) from
 ``/proc/<pid>/stat`` around the measured turns, divided by the turns; n/a without /proc.
@@ -44,6 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -60,6 +62,10 @@ PACES = {"burst": 0.0, "paced": 0.0002}
 WIRES = ("native", "jsonrpc", "rest", "grpc")
 A2A_WIRES = WIRES[1:]
 VERSION = {"A2A-Version": "1.0"}
+ONE = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+"""Each client worker has a client of its own, with one connection: httpx's shared pool
+scans (and polls) every idle connection on each request, which at concurrency 32 made the
+load generator, not the server, the bottleneck of a wire that keeps its connections."""
 
 
 # -- the server (in the subprocess) -------------------------------------------------------
@@ -273,8 +279,10 @@ async def grpc_target(client: httpx.AsyncClient) -> str:
 
 
 async def load(url: str, wire: str, pace: str, concurrency: int, turns: int, pid: int) -> Figures:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+    async with AsyncExitStack() as stack:
+        client = await stack.enter_async_context(
+            httpx.AsyncClient(base_url=url, timeout=60, limits=ONE)
+        )
         grpc_wire = GrpcWire(await grpc_target(client)) if wire == "grpc" else None
         turn: Callable[[httpx.AsyncClient, str], Awaitable[Turn]] = (
             native_turn
@@ -292,10 +300,16 @@ async def load(url: str, wire: str, pace: str, concurrency: int, turns: int, pid
         counts: list[int] = []
         per_worker = max(1, turns // concurrency)
 
+        # built before the clock starts: each client builds an SSL context (milliseconds)
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=60, limits=ONE))
+            for _ in range(concurrency)
+        ]
+
         async def worker(number: int) -> None:
             context_id = f"ctx-{wire}-{concurrency}-{number}"
             for _ in range(per_worker):
-                seconds, events, first = await turn(client, context_id)
+                seconds, events, first = await turn(clients[number], context_id)
                 latencies.append(seconds)
                 firsts.append(first)
                 counts.append(events)

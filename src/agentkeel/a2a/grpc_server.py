@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterable, Mapping
+from contextlib import aclosing
 from contextvars import ContextVar
 from typing import Any
 
@@ -36,11 +37,14 @@ from a2a.server.request_handlers.grpc_handler import (
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types import a2a_pb2
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, VERSION_HEADER
-from a2a.utils.errors import VersionNotSupportedError
+from a2a.utils.errors import A2AError, VersionNotSupportedError
+from a2a.utils.proto_utils import to_stream_response
 from starlette.datastructures import Headers
 
 from agentkeel.a2a.call_state import PRINCIPAL_STATE, TRANSPORT_STATE
 from agentkeel.a2a.credentials import CredentialCheck
+from agentkeel.a2a.handler import AgentRequestHandler
+from agentkeel.a2a.mapping import RESPONSE_ARTIFACT, Mapped, TextChunk
 from agentkeel.errors import AgentkeelError
 
 __all__ = ["GrpcServer"]
@@ -66,10 +70,14 @@ class _Router(a2a_grpc.A2AServiceServicer):
     """Authenticates a call, then hands it to the GrpcHandler of the tenant it names."""
 
     def __init__(
-        self, handlers: Mapping[str, GrpcHandler], authenticator: CredentialCheck | None
+        self,
+        handlers: Mapping[str, GrpcHandler],
+        authenticator: CredentialCheck | None,
+        builder: _CallContextBuilder,
     ) -> None:
         self.handlers = handlers
         self.authenticator = authenticator
+        self.builder = builder
 
     async def _pick(self, request: Any, context: _Context) -> GrpcHandler:
         tenant = str(getattr(request, "tenant", "") or "")
@@ -110,9 +118,27 @@ class _Router(a2a_grpc.A2AServiceServicer):
     async def SendStreamingMessage(
         self, request: a2a_pb2.SendMessageRequest, context: _Context
     ) -> AsyncIterable[a2a_pb2.StreamResponse]:
+        """The handler's batches as StreamResponses, without the SDK's layers per event.
+
+        The SDK's path wraps every event in four generators and copies it twice (into
+        an event, then into the response); a token-by-token stream sends one per token.
+        Errors end the call as the SDK's `GrpcHandler` ends it.
+        """
         handler = await self._pick(request, context)
-        async for item in handler.SendStreamingMessage(request, context):
-            yield item
+        agent = handler.request_handler
+        if not isinstance(agent, AgentRequestHandler):
+            async for item in handler.SendStreamingMessage(request, context):
+                yield item
+            return
+        call = self.builder.build(context)
+        call.tenant = request.tenant
+        try:
+            async with aclosing(agent.stream_batches(request, call)) as batches:
+                async for batch in batches:
+                    for event in batch:
+                        yield _stream_response(event)
+        except A2AError as exc:
+            await handler.abort_context(exc, context)
 
     async def SubscribeToTask(
         self, request: a2a_pb2.SubscribeToTaskRequest, context: _Context
@@ -171,6 +197,20 @@ class _Router(a2a_grpc.A2AServiceServicer):
         return await handler.GetExtendedAgentCard(request, context)
 
 
+def _stream_response(event: Mapped) -> a2a_pb2.StreamResponse:
+    """`event` as the StreamResponse a gRPC stream sends (a text chunk built in place)."""
+    if not isinstance(event, TextChunk):
+        return to_stream_response(event)
+    response = a2a_pb2.StreamResponse()
+    update = response.artifact_update
+    update.task_id, update.context_id = event.task_id, event.context_id
+    update.append, update.last_chunk = event.append, event.last
+    artifact = update.artifact
+    artifact.artifact_id = artifact.name = RESPONSE_ARTIFACT
+    artifact.parts.add(text=event.text)
+    return response
+
+
 class GrpcServer:
     """The A2A gRPC port of a server: every definition's handler behind one router.
 
@@ -194,7 +234,7 @@ class GrpcServer:
             name: GrpcHandler(handler, context_builder=builder)
             for name, handler in handlers.items()
         }
-        self.router = _Router(grpc_handlers, authenticator)
+        self.router = _Router(grpc_handlers, authenticator, builder)
         self.host = host
         self.requested_port = port
         self.port: int | None = None

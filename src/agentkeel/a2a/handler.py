@@ -1,13 +1,12 @@
 """The A2A request handler of one agent definition: tasks are runs.
 
-It implements the SDK's `RequestHandler` (the SDK parses JSON-RPC, checks the
-``A2A-Version`` header, encodes results, errors and SSE) on agentkeel's own model
-rather than the SDK's task store and executor queue, because here a task *is* a run:
-``taskId`` is the run id, its state is the run's (live from its channel, else from its
-run record), and its A2A messages and artifacts are kept in `A2ATaskStore`. So a task
-answers ``GetTask`` after a restart, a suspended run is a task in
-``TASK_STATE_INPUT_REQUIRED`` that a message with its ``taskId`` resumes, and the same
-context can be continued on either wire.
+It implements the SDK's `RequestHandler` (the SDK parses JSON-RPC, checks the ``A2A-Version``
+header, encodes results, errors and SSE) on agentkeel's own model rather than the SDK's task store
+and executor queue, because here a task *is* a run: ``taskId`` is the run id, its state is the
+run's (live from its channel, else from its run record), and its A2A messages and artifacts are
+kept in `A2ATaskStore`. So a task answers ``GetTask`` after a restart, a suspended run is a task in
+``TASK_STATE_INPUT_REQUIRED`` that a message with its ``taskId`` resumes, and the same context can
+be continued on either wire.
 """
 
 from __future__ import annotations
@@ -90,7 +89,6 @@ class _Started:
     """A turn that started: its job, its task record, and whether the task is new."""
 
     job: RunJob
-    key: SessionKey
     record: TaskRecord
     turn: A2ATurn
     new: bool
@@ -155,8 +153,7 @@ class AgentRequestHandler(RequestHandler):
         with translated():
             listed = await self.tasks.list(principal)
         records = [item for item in listed if not item.message_reply]
-        if params.context_id:
-            records = [item for item in records if item.context_id == params.context_id]
+        records = [r for r in records if not params.context_id or r.context_id == params.context_id]
         tasks = [await self._task(principal, item) for item in records]
         return list_tasks(tasks, params)
 
@@ -194,7 +191,7 @@ class AgentRequestHandler(RequestHandler):
             stored = _with_ids(message, task_id, key.context_id)
             record = TaskRecord(task_id=task_id, context_id=key.context_id, history=[stored])
             turn.attach(record, partial(self.tasks.put, principal))
-            job.binding = _Started(job=job, key=key, record=record, turn=turn, new=True)
+            job.binding = _Started(job=job, record=record, turn=turn, new=True)
         finally:
             job.bound.set()
         with translated():
@@ -234,7 +231,7 @@ class AgentRequestHandler(RequestHandler):
         record.history.append(_with_ids(message, record.task_id, record.context_id))
         with translated():
             await turn.persist()
-        return _Started(job=job, key=key, record=record, turn=turn, new=False)
+        return _Started(job=job, record=record, turn=turn, new=False)
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -261,8 +258,8 @@ class AgentRequestHandler(RequestHandler):
     ) -> AsyncGenerator[list[Mapped], None]:
         """``SendStreamingMessage`` in batches: the Task, then what the run produced together.
 
-        Events that arrive together leave together (`A2ADispatcher` writes a batch at
-        once), as the native wire writes a burst of frames in one write.
+        Events that arrive together leave together, as the native wire writes a burst of
+        frames at once; so the Task goes with the run's first frames when they are there.
         """
         started = await self._start(params, context)
         record, job, turn = started.record, started.job, started.turn
@@ -276,13 +273,16 @@ class AgentRequestHandler(RequestHandler):
             first.history[0].task_id, first.history[0].context_id = first.id, first.context_id
         else:
             first = build_task(record, None, live_text="")
-        yield [apply_history_length(first, params.configuration)]
-        if job.channel is None:
-            return
+        head: list[Mapped] = [apply_history_length(first, params.configuration)]
+        if job.channel is None or job.channel.last_id == job.start_after:
+            yield head  # no frame yet: the Task goes now, alone
+            if job.channel is None:
+                return
+            head = []
         mapper = StreamMapper(record.task_id, record.context_id)
         async for frames in self.executor.frames(job.channel, job.start_after):
-            published: list[Mapped] = [mapper.artifact(a) for a in turn.take_unstreamed()]
-            yield published + mapper.batch(frames)
+            yield head + [mapper.artifact(a) for a in turn.take_unstreamed()] + mapper.batch(frames)
+            head = []
 
     async def subscription_batches(
         self, params: SubscribeToTaskRequest, context: ServerCallContext

@@ -203,7 +203,7 @@ class RetainedStreams:
             oldest = next(iter(self._latest))
             if self._latest[oldest].active:
                 break
-            del self._latest[oldest]
+            self._latest.pop(oldest).pack()  # a claim may still hold it
         if channel.active:  # a run's segment starts, not a channel read back from storage
             for listener in list(self._listeners):
                 listener(channel)
