@@ -40,22 +40,27 @@ from agentkeel.storage._usage_files import (
 __all__ = ["FileUsage", "Owed", "UsageSyncs"]
 
 _T = TypeVar("_T")
+_KEPT_FILES = 4096
+"""How many files' sync counts are kept before those synced up to date are dropped."""
 Owed = dict[Path, int]
-"""Files with unsynced lines, each with the count of lines written to it up to then."""
+"""Files with unsynced lines, each with the number of its last append (`UsageSyncs`)."""
 
 
 class UsageSyncs:
     """The usage lines written unsynced, per session, and how far each file is synced.
 
     Written on the event loop, synced in worker threads; a lock keeps the counts whole.
-    A file's count only says how many appends came before: an fsync that started after
-    the count was read covers them, so `sync` skips a file synced that far already.
+    Every append gets the next number, of all files (so a number is never reused, also
+    for a file whose counts were dropped); a file's number is that of its last append.
+    An fsync that started after the number was read covers every append up to it, so
+    `sync` skips a file synced that far already.
     """
 
     def __init__(self) -> None:
         self._owed: dict[SessionKey, Owed] = {}
         self._written: dict[Path, int] = {}
         self._synced: dict[Path, int] = {}
+        self._appends = 0
         self._guard = threading.Lock()
 
     def append(self, key: SessionKey, paths: tuple[Path, ...], usage: Usage) -> bool:
@@ -66,7 +71,8 @@ class UsageSyncs:
         for path in paths:
             _fs.append_records(path, [line], durable=False)
             with self._guard:
-                count = self._written[path] = self._written.get(path, 0) + 1
+                self._appends += 1
+                count = self._written[path] = self._appends
                 self._owed.setdefault(key, {})[path] = count
         return True
 
@@ -101,11 +107,21 @@ class UsageSyncs:
             except FileNotFoundError:  # its session was deleted: nothing left to keep
                 pass
             with self._guard:
-                if reached >= self._written.get(path, 0):  # nothing newer: forget it
-                    self._written.pop(path, None)
-                    self._synced.pop(path, None)
-                elif reached > self._synced.get(path, 0):
+                if reached > self._synced.get(path, 0):
                     self._synced[path] = reached
+                if len(self._synced) > _KEPT_FILES:
+                    self._forget_synced()
+
+    def _forget_synced(self) -> None:
+        """Drop the counts of files synced as far as written (under the guard).
+
+        Each of their appends is synced, so what is owed on them is due already; a line
+        owed on one of them is at worst fsynced once more than needed.
+        """
+        done = [path for path, count in self._synced.items() if count >= self._written.get(path, 0)]
+        for path in done:
+            self._synced.pop(path)
+            self._written.pop(path, None)
 
     def then(self, owed: Owed, func: Callable[..., _T], *args: object) -> _T:
         """`sync` `owed`, then run `func` (a save), in the same worker thread."""
