@@ -192,11 +192,12 @@ def append_records(path: Path, lines: Sequence[bytes], *, durable: bool = True) 
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
-            os.ftruncate(fd, _last_newline(fd, size))
+            size = _last_newline(fd, size)
+            os.ftruncate(fd, size)
         _write_all(fd, data)
         if durable:
             os.fsync(fd)
-        size = os.fstat(fd).st_size
+        size += len(data)  # no second fstat: one syscall less, on every turn
     finally:
         os.close(fd)
     if created and durable:
