@@ -40,3 +40,27 @@ async def test_daily_totals_sit_in_the_principal_folder(tmp_path: Path) -> None:
     await storage.add_usage(KEY, Usage(output_tokens=2), day="2026-12-01")
     assert (tmp_path / "alice" / ".usage" / "2026-12-01.jsonl").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alice"]
+
+
+async def test_lines_written_between_saves_count_at_once_and_after_the_save(
+    tmp_path: Path,
+) -> None:
+    """The lines a save fsyncs are in the files from the call on, for any reader."""
+    storage = LocalFileStorage(tmp_path)
+    other = SessionKey(definition="chat", context_id="ctx-2", principal="alice")
+    day = "2026-12-01"
+    for key in (KEY, other):  # the first line of each file is written durably
+        await storage.add_usage(key, Usage(input_tokens=1), day=day)
+    await storage.add_usage(KEY, Usage(input_tokens=2), day=day)  # unsynced
+    await storage.add_usage(other, Usage(output_tokens=3), day=day)  # unsynced
+    reader = LocalFileStorage(tmp_path)
+    assert await reader.context_usage(KEY) == Usage(input_tokens=3)
+    assert await reader.principal_usage("alice", day) == Usage(input_tokens=4, output_tokens=3)
+    await storage.append(KEY, [], {"k": 1})  # the save that owes KEY's lines
+    await storage.delete(other)  # owes the day file's line: still counted there
+    await storage.close()
+    reopened = LocalFileStorage(tmp_path)
+    assert await reopened.context_usage(KEY) == Usage(input_tokens=3)
+    assert await reopened.context_usage(other) == Usage()
+    assert await reopened.principal_usage("alice", day) == Usage(input_tokens=4, output_tokens=3)
+    assert (await reopened.load(KEY)) is not None

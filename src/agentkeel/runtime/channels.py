@@ -14,11 +14,13 @@ loads the frames a previous process persisted, so a reconnect also works after a
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
+from typing import cast
 
 import anyio
 
@@ -189,7 +191,7 @@ class RetainedStreams:
     @property
     def persistent(self) -> bool:
         """Whether frames survive a restart (the storage can keep them)."""
-        return isinstance(self.storage, RunEventStorage)
+        return _keeps_frames(type(self.storage))
 
     def put(self, stream: RunStream) -> None:
         """Make `stream` its context's latest run; tell `on_segment` and wake its waiters."""
@@ -271,19 +273,19 @@ class RetainedStreams:
         return channel
 
     async def _load(self, key: SessionKey, run_id: str) -> RunChannel | None:
-        if not isinstance(self.storage, RunEventStorage):
+        if not self.persistent:
             return None
-        stored = await self.storage.get_frames(key, run_id)
+        stored = await cast(RunEventStorage, self.storage).get_frames(key, run_id)
         return None if not stored else RunChannel.from_bytes(key, run_id, stored)
 
     async def persist(self, stream: RunStream, done: Frame) -> None:
         """Save the run's frames, `done` included, before `done` is published (best effort)."""
         body = self.retained_body(stream, done)
-        if body is None or not isinstance(self.storage, RunEventStorage):
+        if body is None:
             return
         channel = _own(stream)
         try:
-            await self.storage.put_frames(channel.key, channel.run_id, body)
+            await cast(RunEventStorage, self.storage).put_frames(channel.key, channel.run_id, body)
         except StorageError as exc:
             logger.warning(
                 "session=<%s>, run=<%s> | could not persist run events: %s",
@@ -294,9 +296,15 @@ class RetainedStreams:
 
     def retained_body(self, stream: RunStream, done: Frame) -> bytes | None:
         """The body `persist` stores: every frame's SSE bytes and `done`'s, or None."""
-        if not isinstance(self.storage, RunEventStorage):
+        if not self.persistent:
             return None
         return _own(stream).to_bytes(done)
+
+
+@functools.cache
+def _keeps_frames(storage_type: type) -> bool:
+    """Whether a storage class keeps frames (cached: a Protocol check costs microseconds)."""
+    return issubclass(storage_type, RunEventStorage)
 
 
 def _own(stream: RunStream) -> RunChannel:

@@ -280,8 +280,7 @@ def _put_run(folder: Path, run: bytes | None) -> None:
     two writes leaves a record whose turn did not commit, which the next turn's record
     replaces as the latest.
     """
-    if run is not None:
-        _fs.ensure_dir(folder)
+    if run is not None:  # `open_tail` made the folder
         _fs.append_records(folder / RUNS_FILE, [run])
 
 

@@ -1,7 +1,7 @@
 """Token totals as files, for LocalFileStorage (UsageStorage).
 
 Each model call appends one line ``{"i": input, "o": output, "c": cached, "r": reasoning}``
-to two files, one fsynced write each:
+to two files (`_file_usage` says when they are fsynced):
 
     <dir>/[<principal>/]<def-name>:<contextId>/usage.jsonl     the context's total
     <dir>/[<principal>/].usage/<YYYY-MM-DD>.jsonl             the principal's day
@@ -20,7 +20,7 @@ from agentkeel import _fs
 from agentkeel.ids import encode_path_segment
 from agentkeel.result import Usage
 
-__all__ = ["USAGE_FILE", "append_usage", "principal_usage_path", "read_usage"]
+__all__ = ["USAGE_FILE", "append_usage", "principal_usage_path", "read_usage", "usage_line"]
 
 USAGE_FILE = "usage.jsonl"
 _USAGE_DIR = ".usage"
@@ -31,7 +31,8 @@ def principal_usage_path(folder: Path, day: str) -> Path:
     return folder / _USAGE_DIR / f"{encode_path_segment(day)}.jsonl"
 
 
-def _line(usage: Usage) -> bytes:
+def usage_line(usage: Usage) -> bytes:
+    """One model call's line (without its newline)."""
     return json.dumps(
         {
             "i": usage.input_tokens,
@@ -49,7 +50,7 @@ def append_usage(paths: tuple[Path, ...], usage: Usage) -> None:
     Each is one fsynced `_fs.append_records`, which first cuts off a torn last line (a
     crash during an append), so that it never becomes a line in the middle of the file.
     """
-    line = _line(usage)
+    line = usage_line(usage)
     for path in paths:
         _fs.ensure_dir(path.parent)
         _fs.append_records(path, [line])

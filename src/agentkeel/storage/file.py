@@ -39,21 +39,15 @@ from agentkeel.errors import StorageError
 from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
-from agentkeel.result import Usage
 from agentkeel.storage import _file_retention, _records, _session_files
 from agentkeel.storage._file_transcript import FileTranscript
+from agentkeel.storage._file_usage import FileUsage, UsageSyncs
 from agentkeel.storage._history import Tail, encode_json, encode_messages
 from agentkeel.storage._session_files import (
     FRAMES_FILE,
     MESSAGES_FILE,
     principal_folder,
     session_folder,
-)
-from agentkeel.storage._usage_files import (
-    USAGE_FILE,
-    append_usage,
-    principal_usage_path,
-    read_usage,
 )
 from agentkeel.storage.base import RunRecord, SessionSnapshot, StorageHealth
 from agentkeel.storage.transcript import listed
@@ -67,7 +61,7 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 
-class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
+class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage):
     """A SessionStorage that keeps each session in a folder of plain, inspectable files.
 
     Args:
@@ -82,6 +76,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         self._cache_size = cache_size
         self._locks = [anyio.Lock() for _ in range(_LOCK_STRIPES)]
         self._task_indexes: OrderedDict[SessionKey, _records.TaskIndex] = OrderedDict()
+        self._usage_syncs = UsageSyncs()
 
     def path(self, key: SessionKey) -> Path:
         """The folder holding `key`'s files (it may not exist yet)."""
@@ -91,7 +86,8 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         """Nothing to connect to; the folder is created on the first write."""
 
     async def close(self) -> None:
-        """Forget the cached bookkeeping (the files are all there is)."""
+        """Flush the usage lines no save took yet, and forget the cached bookkeeping."""
+        await self._call(None, self._usage_syncs.sync, self._usage_syncs.take())
         self._cache.clear()
         self._task_indexes.clear()
 
@@ -157,7 +153,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
             before = self._cache.get(key)
             args = (self.path(key), key, before, lines, encoded_state)
             checks = (expected_version, fence, cut, _records.run_line(run), listed(messages))
-            tail = await self._call(key, _session_files.append, *args, *checks)
+            tail = await self._saving(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
             self._follow_append(key, before, cut, [message.id for message in messages], tail)
             return tail.turn
@@ -179,7 +175,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         async with self._lock(key):
             self._forget_index(key)
             tail = self._cache.get(key)
-            tail = await self._call(
+            tail = await self._saving(
                 key,
                 _session_files.rewrite,
                 self.path(key),
@@ -201,7 +197,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
         async with self._lock(key):
             self._cache.pop(key, None)
             self._forget_index(key)
-            return await self._call(key, _fs.remove_tree, self.path(key))
+            return await self._saving(key, _fs.remove_tree, self.path(key))
 
     # -- run records ---------------------------------------------------------------------
 
@@ -215,7 +211,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
             _fs.append_records(folder / _records.RUNS_FILE, [line])
 
         async with self._lock(key):  # not while the folder is being deleted
-            await self._call(None, write)
+            await self._saving(key, write)
 
     async def get_run(self, key: SessionKey, run_id: str) -> RunRecord | None:
         """One run's latest record; CorruptSessionError if it cannot be decoded."""
@@ -332,25 +328,6 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript):
                 path = self.path(index) / _records.TASKS_FILE
                 await self._call(None, _fs.atomic_write_bytes, path, tasks.compacted())
             return count
-
-    async def add_usage(self, key: SessionKey, usage: Usage, *, day: str) -> None:
-        """Append to the context's and the principal's usage files (UsageStorage)."""
-        paths = (
-            self.path(require_key(key, "add_usage")) / USAGE_FILE,
-            principal_usage_path(principal_folder(self.directory, key.principal), day),
-        )
-        async with self._lock(key):  # not while the folder is being deleted
-            await self._call(None, append_usage, paths, usage)
-
-    async def context_usage(self, key: SessionKey) -> Usage:
-        """The context's total (UsageStorage); deleted with the session's folder."""
-        path = self.path(require_key(key, "context_usage")) / USAGE_FILE
-        return await self._call(None, read_usage, path)
-
-    async def principal_usage(self, principal: str | None, day: str) -> Usage:
-        """The principal's total of `day` (UsageStorage)."""
-        path = principal_usage_path(principal_folder(self.directory, principal), day)
-        return await self._call(None, read_usage, path)
 
     # -- plumbing ----------------------------------------------------------------------
 
