@@ -153,10 +153,12 @@ class SessionManager:
         answer's `kept` says how many of `held` come first; otherwise the whole history.
         """
         known, self._held = self._held, None
-        snapshot = await load_after(self.storage, self.key, held, known, self.version)
+        snapshot, look = await load_after(
+            self.storage, self.key, held, known, self.version, self.checkpointer
+        )
         self.version = 0 if snapshot is None else snapshot.version
         self._checkpoint_id = None
-        suspended = await self._restore_checkpoint()
+        suspended = await self._restore_checkpoint() if look else None
         if snapshot is None:
             self._held = (0, None)
             return RestoredSession(messages=[], state={}, suspended=suspended)
@@ -168,11 +170,7 @@ class SessionManager:
         )
 
     async def moved_on(self) -> bool:
-        """Whether storage holds a newer version than the one this manager knows.
-
-        One version read (a ``stat`` for files), not a history load; True before the
-        first `restore`.
-        """
+        """Whether storage moved past the version known (one version read; True at first)."""
         return self.version is None or await self.storage.version(self.key) != self.version
 
     async def _restore_checkpoint(self) -> RunState | None:

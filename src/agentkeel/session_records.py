@@ -108,13 +108,16 @@ async def load_after(
     held: Sequence[Message],
     known: tuple[int, str | None] | None,
     version: int | None,
-) -> SessionSnapshot | None:
-    """The session, read from after `held` when that is safe, else whole.
+    checkpointer: Checkpointer | None = None,
+) -> tuple[SessionSnapshot | None, bool]:
+    """The session, read from after `held` when safe, else whole; may a checkpoint exist.
 
+    The second value is False only when `restore_checkpoint` has nothing to find.
     `known` is (message count, last message id) of the stored history at `version`, as
     the caller last restored or saved it. When `held` still starts with that history
     and the storage can catch up, only the messages after it are read (the snapshot's
-    `kept` says how many of `held` come first).
+    `kept` says how many of `held` come first). When the storage also sees the
+    checkpointer's rows, the same read says whether there is a checkpoint.
     """
     if (
         known is not None
@@ -123,9 +126,31 @@ async def load_after(
         and held[known[0] - 1].id == known[1]
         and catches_up(type(storage))
     ):
+        if _notes_checkpoints(storage, checkpointer):
+            noting = cast(_NotingCheckpoints, storage)
+            return await noting.load_since_noting_checkpoints(
+                key, version=version, count=known[0], last_id=known[1]
+            )
         since = cast(IncrementalLoadStorage, storage)
-        return await since.load_since(key, version=version, count=known[0], last_id=known[1])
-    return await storage.load(key)
+        snapshot = await since.load_since(key, version=version, count=known[0], last_id=known[1])
+        return snapshot, True
+    return await storage.load(key), True
+
+
+class _NotingCheckpoints(Protocol):
+    async def load_since_noting_checkpoints(
+        self, key: SessionKey, *, version: int, count: int, last_id: str | None
+    ) -> tuple[SessionSnapshot | None, bool]: ...
+
+
+def _notes_checkpoints(storage: SessionStorage, checkpointer: Checkpointer | None) -> bool:
+    """Whether `storage`'s catch-up read can tell if `checkpointer` holds a checkpoint."""
+    shares = getattr(checkpointer, "shares_schema_with", None)
+    return (
+        callable(shares)
+        and callable(getattr(storage, "load_since_noting_checkpoints", None))
+        and shares(storage) is True
+    )
 
 
 async def restore_checkpoint(
