@@ -13,6 +13,7 @@ trigger fires on ``DELETE`` only, which a plain append never runs.
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 from agentkeel.errors import CorruptSessionError
 from agentkeel.keys import SessionKey, require_key
@@ -31,6 +32,11 @@ _ID = MESSAGE_ID_SQL.replace("body", "m.body")
 
 class PostgresSince(PostgresPool):
     """`load_since` on the pool, and the decoding every snapshot read shares."""
+
+    checks_by_catching_up: ClassVar[bool] = True
+    """The catch-up read is one indexed statement, as cheap as the version read: a cached
+    Agent asks it instead (`SessionManager.refresh`), and learns in one round trip both
+    whether the conversation moved on and what it missed."""
 
     async def load_since(
         self, key: SessionKey, *, version: int, count: int, last_id: str | None
