@@ -9,8 +9,6 @@ context holds a suspended run still finds it, and resumes it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from agentkeel import Agent, Approve, ScriptedModel, ScriptedToolCall, ScriptedTurn, tool
@@ -42,24 +40,17 @@ class CountingCheckpointer(PostgresCheckpointer):
         return await super().latest(key)
 
 
-@pytest.fixture
-async def storage(pg_database: str, pg_schema: str) -> AsyncIterator[PostgresStorage]:
-    opened = PostgresStorage(pg_database, schema=pg_schema, pool_size=2)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-def replica(storage: PostgresStorage, checkpointer: PostgresCheckpointer, *turns: object) -> Agent:
+def replica(
+    storage: PostgresStorage, checkpointer: PostgresCheckpointer, *turns: str | ScriptedTurn
+) -> Agent:
     manager = SessionManager("chat:ctx-cp", storage, checkpointer=checkpointer)
-    return Agent(ScriptedModel(list(turns)), tools=[remove], session_manager=manager)  # type: ignore[arg-type]
+    return Agent(ScriptedModel(list(turns)), tools=[remove], session_manager=manager)
 
 
 async def test_catching_up_without_a_suspended_run_asks_for_no_checkpoint(
-    storage: PostgresStorage,
+    pg_storage: PostgresStorage,
 ) -> None:
+    storage = pg_storage
     checkpointer = CountingCheckpointer(storage.sharing())
     first = replica(storage, checkpointer, "first 0", "first 1")
     second = replica(storage, checkpointer, "second 0", "second 1")
@@ -74,8 +65,9 @@ async def test_catching_up_without_a_suspended_run_asks_for_no_checkpoint(
 
 
 async def test_a_run_suspended_elsewhere_is_found_by_the_catch_up_and_resumes(
-    storage: PostgresStorage,
+    pg_storage: PostgresStorage,
 ) -> None:
+    storage = pg_storage
     removed.clear()
     checkpointer = CountingCheckpointer(storage.sharing())
     asks = ScriptedTurn(tool_calls=[ScriptedToolCall("remove", {"path": "a.txt"})])
