@@ -41,7 +41,9 @@ async def runtime(pg_database: str, pg_schema: str) -> AsyncIterator[ServerRunti
     framework = Framework(
         definitions={"chat": AgentDefinition(name="chat", factory=build)}, storage=storage
     )
-    base = in_process_coordination(storage, retention=framework.retention.events)
+    base: Coordination[RunJob] = in_process_coordination(
+        storage, retention=framework.retention.events
+    )
     pool = PostgresPool(pg_database, schema=pg_schema, pool_size=1, connect_timeout=0.5)
     lease = PostgresRunLease(pool)
     shared: Coordination[RunJob] = Coordination(
