@@ -184,16 +184,19 @@ class Agent(ServableFront[AgentResult]):
     async def restore(self) -> None:
         """Load memory and any suspended run from the session.
 
-        Every run calls it first. After the first load it costs one version read, and
-        loads again only when storage moved on (another process ran a turn on this
-        context), then reads only the turns it lacks when storage can tell which: a
-        cached Agent never runs on stale memory (SPEC guarantee 9).
+        Every run calls it first. After the first load it costs one read, which loads
+        again only when storage moved on (another process ran a turn on this context),
+        and then only the turns it lacks when storage can tell which: a cached Agent
+        never runs on stale memory (SPEC guarantee 9).
         """
         manager = self.session_manager
-        if self._restored and (manager is None or not await manager.moved_on()):
-            return
         if manager is not None:
-            restored = await manager.restore(self.messages)
+            if self._restored:
+                restored = await manager.refresh(self.messages)
+                if restored is None:
+                    return
+            else:
+                restored = await manager.restore(self.messages)
             self.messages = self.messages[: restored.kept] + restored.messages
             self.state.replace(restored.state)
             self._suspended = restored.suspended

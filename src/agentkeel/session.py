@@ -43,13 +43,17 @@ from agentkeel.result import AgentResult, ErrorInfo, Usage
 from agentkeel.run_state import RunState
 from agentkeel.session_records import (
     CommitFrames,
+    RestoredSession,
     bundles,
+    catches_up_from,
+    checks_by_catching_up,
     keeps_usage,
     load_after,
     restore_checkpoint,
+    restored_session,
     run_record,
 )
-from agentkeel.storage.base import RunRecord, SessionStorage
+from agentkeel.storage.base import RunRecord, SessionSnapshot, SessionStorage
 from agentkeel.storage.bundled import BundledCommitStorage, CommitExtras
 from agentkeel.storage.usage import UsageStorage, utc_day
 from agentkeel.usage import TokenBudgets, UnsavedUsage, UsageMeter
@@ -91,18 +95,6 @@ class SessionHome:
         return SessionManager(
             key.session_id, self.storage, checkpointer=self.checkpointer, principal=key.principal
         )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RestoredSession:
-    """What a session held: history, state and the suspended run if there is one."""
-
-    messages: list[Message]
-    state: JSONObject
-    suspended: RunState | None
-    kept: int = 0
-    """How many messages of the caller's history come before `messages` (0: `messages`
-    is the whole history)."""
 
 
 class SessionManager:
@@ -153,34 +145,43 @@ class SessionManager:
         answer's `kept` says how many of `held` come first; otherwise the whole history.
         """
         known, self._held = self._held, None
-        snapshot = await load_after(self.storage, self.key, held, known, self.version)
+        return await self._restored(*await self._load(held, known), held)
+
+    async def refresh(self, held: Sequence[Message]) -> RestoredSession | None:
+        """What `restore` gives, or None if storage did not move on since the last.
+
+        When `restore` would catch up, that read (as cheap as `moved_on`) is the check.
+        """
+        known = self._held
+        cheap = checks_by_catching_up(type(self.storage))
+        if not cheap or not catches_up_from(self.storage, held, known, self.version):
+            return await self.restore(held) if await self.moved_on() else None
+        self._held = None
+        snapshot, look = await self._load(held, known)
+        if snapshot is not None and snapshot.version == self.version and not snapshot.messages:
+            self._held = known  # unchanged: the held history and state are the stored ones
+            return None
+        return await self._restored(snapshot, look, held)
+
+    async def _load(
+        self, held: Sequence[Message], at: tuple[int, str | None] | None
+    ) -> tuple[SessionSnapshot | None, bool]:
+        return await load_after(self.storage, self.key, held, at, self.version, self.checkpointer)
+
+    async def _restored(
+        self, snapshot: SessionSnapshot | None, look: bool, held: Sequence[Message]
+    ) -> RestoredSession:
         self.version = 0 if snapshot is None else snapshot.version
-        self._checkpoint_id = None
-        suspended = await self._restore_checkpoint()
-        if snapshot is None:
-            self._held = (0, None)
-            return RestoredSession(messages=[], state={}, suspended=suspended)
-        messages, kept = snapshot.messages, snapshot.kept
-        last = messages[-1].id if messages else held[kept - 1].id if kept else None
-        self._held = (kept + len(messages), last)
-        return RestoredSession(
-            messages=messages, state=snapshot.state, suspended=suspended, kept=kept
-        )
+        found = None  # the suspended run and its checkpoint's id, when `look` finds one
+        if look and self.checkpointer is not None:
+            found = await restore_checkpoint(self.checkpointer, self.storage, self.key)
+        self._checkpoint_id = None if found is None else found[1]
+        restored, self._held = restored_session(snapshot, held, found and found[0])
+        return restored
 
     async def moved_on(self) -> bool:
-        """Whether storage holds a newer version than the one this manager knows.
-
-        One version read (a ``stat`` for files), not a history load; True before the
-        first `restore`.
-        """
+        """Whether storage moved past the version known (one version read; True at first)."""
         return self.version is None or await self.storage.version(self.key) != self.version
-
-    async def _restore_checkpoint(self) -> RunState | None:
-        if self.checkpointer is None:
-            return None
-        restored = await restore_checkpoint(self.checkpointer, self.storage, self.key)
-        self._checkpoint_id = None if restored is None else restored[1]
-        return None if restored is None else restored[0]
 
     async def save_finished(
         self,

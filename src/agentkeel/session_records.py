@@ -13,12 +13,13 @@ import functools
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, cast
 
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import CorruptSessionError
 from agentkeel.keys import SessionKey
-from agentkeel.messages import JSONValue, Message
+from agentkeel.messages import JSONObject, JSONValue, Message
 from agentkeel.result import AgentResult, RunResultFront
 from agentkeel.result import stop_reason as reason_of
 from agentkeel.run_state import RunState
@@ -33,11 +34,15 @@ from agentkeel.storage.usage import UsageStorage
 
 __all__ = [
     "CommitFrames",
+    "RestoredSession",
     "bundles",
     "catches_up",
+    "catches_up_from",
+    "checks_by_catching_up",
     "keeps_usage",
     "load_after",
     "restore_checkpoint",
+    "restored_session",
     "run_record",
 ]
 
@@ -102,30 +107,75 @@ def catches_up(storage_type: type) -> bool:
     return issubclass(storage_type, IncrementalLoadStorage)
 
 
+@functools.cache
+def checks_by_catching_up(storage_type: type) -> bool:
+    """Whether a storage class's catch-up read is as cheap as its version read.
+
+    The class says so (``checks_by_catching_up``, PostgreSQL's one indexed statement);
+    a file storage's catch-up reads the whole file, far more than its version's ``stat``.
+    """
+    return catches_up(storage_type) and getattr(storage_type, "checks_by_catching_up", 0) is True
+
+
+def catches_up_from(
+    storage: SessionStorage,
+    held: Sequence[Message],
+    known: tuple[int, str | None] | None,
+    version: int | None,
+) -> bool:
+    """Whether `load_after` reads only what `held` lacks (see there), not the whole session."""
+    return (
+        known is not None
+        and version is not None
+        and 0 < known[0] <= len(held)
+        and held[known[0] - 1].id == known[1]
+        and catches_up(type(storage))
+    )
+
+
 async def load_after(
     storage: SessionStorage,
     key: SessionKey,
     held: Sequence[Message],
     known: tuple[int, str | None] | None,
     version: int | None,
-) -> SessionSnapshot | None:
-    """The session, read from after `held` when that is safe, else whole.
+    checkpointer: Checkpointer | None = None,
+) -> tuple[SessionSnapshot | None, bool]:
+    """The session, read from after `held` when safe, else whole; may a checkpoint exist.
 
+    The second value is False only when `restore_checkpoint` has nothing to find.
     `known` is (message count, last message id) of the stored history at `version`, as
     the caller last restored or saved it. When `held` still starts with that history
     and the storage can catch up, only the messages after it are read (the snapshot's
-    `kept` says how many of `held` come first).
+    `kept` says how many of `held` come first). When the storage also sees the
+    checkpointer's rows, the same read says whether there is a checkpoint.
     """
-    if (
-        known is not None
-        and version is not None
-        and 0 < known[0] <= len(held)
-        and held[known[0] - 1].id == known[1]
-        and catches_up(type(storage))
-    ):
+    if known is not None and version is not None and catches_up_from(storage, held, known, version):
+        if _notes_checkpoints(storage, checkpointer):
+            noting = cast(_NotingCheckpoints, storage)
+            return await noting.load_since_noting_checkpoints(
+                key, version=version, count=known[0], last_id=known[1]
+            )
         since = cast(IncrementalLoadStorage, storage)
-        return await since.load_since(key, version=version, count=known[0], last_id=known[1])
-    return await storage.load(key)
+        snapshot = await since.load_since(key, version=version, count=known[0], last_id=known[1])
+        return snapshot, True
+    return await storage.load(key), True
+
+
+class _NotingCheckpoints(Protocol):
+    async def load_since_noting_checkpoints(
+        self, key: SessionKey, *, version: int, count: int, last_id: str | None
+    ) -> tuple[SessionSnapshot | None, bool]: ...
+
+
+def _notes_checkpoints(storage: SessionStorage, checkpointer: Checkpointer | None) -> bool:
+    """Whether `storage`'s catch-up read can tell if `checkpointer` holds a checkpoint."""
+    shares = getattr(checkpointer, "shares_schema_with", None)
+    return (
+        callable(shares)
+        and callable(getattr(storage, "load_since_noting_checkpoints", None))
+        and shares(storage) is True
+    )
 
 
 async def restore_checkpoint(
@@ -156,3 +206,29 @@ async def restore_checkpoint(
             path=checkpoint.id,
         ) from exc
     return state, checkpoint.id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestoredSession:
+    """What a session held: history, state and the suspended run if there is one."""
+
+    messages: list[Message]
+    state: JSONObject
+    suspended: RunState | None
+    kept: int = 0
+    """How many messages of the caller's history come before `messages` (0: `messages`
+    is the whole history)."""
+
+
+def restored_session(
+    snapshot: SessionSnapshot | None, held: Sequence[Message], suspended: RunState | None
+) -> tuple[RestoredSession, tuple[int, str | None]]:
+    """What a restore gives from `snapshot`, and (count, last id) of the stored history."""
+    if snapshot is None:
+        return RestoredSession(messages=[], state={}, suspended=suspended), (0, None)
+    messages, kept = snapshot.messages, snapshot.kept
+    last = messages[-1].id if messages else held[kept - 1].id if kept else None
+    restored = RestoredSession(
+        messages=messages, state=snapshot.state, suspended=suspended, kept=kept
+    )
+    return restored, (kept + len(messages), last)

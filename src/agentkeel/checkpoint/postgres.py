@@ -37,6 +37,19 @@ class PostgresCheckpointer:
     def __init__(self, storage: PostgresStorage) -> None:
         self.storage = storage
 
+    def shares_schema_with(self, storage: object) -> bool:
+        """Whether `storage` reads this checkpointer's rows (same database and schema).
+
+        Then its catch-up read can say whether a session holds a checkpoint at all
+        (`PostgresSince.load_since_noting_checkpoints`), and `latest` is asked only when
+        it may.
+        """
+        return (
+            isinstance(storage, PostgresStorage)
+            and storage.dsn == self.storage.dsn
+            and storage.schema == self.storage.schema
+        )
+
     async def put(self, key: SessionKey, checkpoint: Checkpoint) -> int:
         """Store `checkpoint` as the thread's latest; one statement (one round trip).
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -34,9 +33,21 @@ from dataclasses import dataclass
 import anyio
 import psycopg
 
-from agentkeel.errors import AgentkeelError, RunInProgressError
-from agentkeel.messages import JSONObject, JSONValue
-from agentkeel.runtime.coordination import CancelHandler, LeaseGrant, LeaseLostError
+from agentkeel.errors import RunInProgressError
+from agentkeel.messages import JSONObject
+from agentkeel.runtime.coordination import CancelHandler, LeaseGrant
+from agentkeel.runtime.pg_lease_sql import (
+    ENTER,
+    KEY,
+    LIVE,
+    RELEASE,
+    TABLES,
+    TRY,
+    key_of,
+    lost,
+    message,
+    payload,
+)
 from agentkeel.runtime.pg_notify import PgNotifier
 from agentkeel.storage.base import SessionKey
 from agentkeel.storage.postgres_pool import PostgresPool, Row, who
@@ -49,21 +60,6 @@ STALE_SECONDS = 5.0
 _POLL_SECONDS = 0.05
 _REFRESH_SECONDS = 1.0
 _CANCEL_REPLY_SECONDS = 2.0
-
-_TABLES = (
-    "CREATE TABLE IF NOT EXISTS {s}.lease_rows ("
-    " principal text NOT NULL, definition text NOT NULL, context_id text NOT NULL,"
-    " fence bigint NOT NULL DEFAULT 0, held boolean NOT NULL DEFAULT false,"
-    " expires_at timestamptz, PRIMARY KEY (principal, definition, context_id))",
-    "CREATE TABLE IF NOT EXISTS {s}.lease_line ("
-    " ticket bigserial PRIMARY KEY, principal text NOT NULL, definition text NOT NULL,"
-    " context_id text NOT NULL, arrived double precision NOT NULL,"
-    " seen_at timestamptz NOT NULL DEFAULT clock_timestamp())",
-    "CREATE INDEX IF NOT EXISTS lease_line_context"
-    " ON {s}.lease_line (principal, definition, context_id, arrived, ticket)",
-)
-_KEY = "principal = %s AND definition = %s AND context_id = %s"
-_LIVE = "(expires_at IS NULL OR expires_at > clock_timestamp())"
 
 
 @dataclass(eq=False, slots=True)
@@ -117,7 +113,7 @@ class PostgresRunLease:
         async with self.pool._connection() as conn, conn.transaction():
             # one process at a time: CREATE ... IF NOT EXISTS races with itself
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.pool.schema,))
-            for text in _TABLES:
+            for text in TABLES:
                 await conn.execute(self.pool._sql(text))
 
     # -- the Protocol ------------------------------------------------------------------
@@ -130,11 +126,15 @@ class PostgresRunLease:
         ttl: float | None = None,
         on_cancel: CancelHandler | None = None,
     ) -> LeaseGrant:
-        """Take a ticket, then wait for the head of the line and a free (or expired) row.
+        """Take a free context nobody waits for, else a ticket and wait for the head.
+
+        Waiting ends at the head of the line with a free (or expired) row.
 
         The line is ordered by the time of the call (taken before anything is awaited,
         so calls made one after another are served in that order, as in one process),
-        then by the ticket's sequence number.
+        then by the ticket's sequence number. Arriving is one statement, made in call
+        order in this process, that takes a free context at once only while its line is
+        empty: a later caller never overtakes one whose ticket is in.
         """
         if not wait:
             won = await self._try(key, None, ttl)
@@ -143,9 +143,9 @@ class PostgresRunLease:
                     f"context {key.context_id} is running a turn; try again when it ends"
                 )
             return self._granted(won, on_cancel)
-        # every caller takes a ticket, even for a free context: a shortcut past the line
-        # would let a later caller overtake one that is inserting its ticket
-        ticket = await self._join(key, time.time())
+        won, ticket = await self._enter(key, time.time(), ttl)
+        if won is not None:
+            return self._granted(won, on_cancel)
         woken = anyio.Event()
         self._wakers.setdefault(key, set()).add(woken)
         try:
@@ -176,12 +176,12 @@ class PostgresRunLease:
         row = await self._one(
             "UPDATE {s}.lease_rows SET expires_at = CASE WHEN %s::float8 IS NULL THEN NULL"
             " ELSE clock_timestamp() + %s::float8 * interval '1 second' END"
-            f" WHERE {_KEY} AND fence = %s AND held AND {_LIVE} RETURNING fence",
+            f" WHERE {KEY} AND fence = %s AND held AND {LIVE} RETURNING fence",
             (grant.ttl, grant.ttl, *who(grant.key), grant.fence),
         )
         if row is None:
             self._held.pop(grant.key, None)
-            raise _lost(grant)
+            raise lost(grant)
         return grant
 
     async def release(self, grant: LeaseGrant) -> bool:
@@ -190,21 +190,25 @@ class PostgresRunLease:
         if held is not None and held.grant == grant:
             del self._held[grant.key]
         row = await self._one(  # one statement: release, and wake the line if released
-            "WITH released AS (UPDATE {s}.lease_rows SET held = false, expires_at = NULL"
-            f" WHERE {_KEY} AND fence = %s AND held RETURNING fence)"
-            " SELECT pg_notify(%s, %s) FROM released",
-            (*who(grant.key), grant.fence, self.notifier.channel, _payload("free", grant.key)),
+            RELEASE,
+            (
+                *who(grant.key),
+                grant.fence,
+                *who(grant.key),
+                self.notifier.channel,
+                payload("free", grant.key),
+            ),
         )
         return row is not None
 
     async def check(self, grant: LeaseGrant) -> None:
         """Raise LeaseLostError unless `grant` still holds its row."""
         row = await self._one(
-            f"SELECT 1 FROM {{s}}.lease_rows WHERE {_KEY} AND fence = %s AND held AND {_LIVE}",
+            f"SELECT 1 FROM {{s}}.lease_rows WHERE {KEY} AND fence = %s AND held AND {LIVE}",
             (*who(grant.key), grant.fence),
         )
         if row is None:
-            raise _lost(grant)
+            raise lost(grant)
 
     async def cancel(self, key: SessionKey, run_id: str, *, drop: bool = False) -> bool:
         """Tell the holder, here or on another replica, to cancel `run_id` (`drop`: undo it)."""
@@ -212,7 +216,7 @@ class PostgresRunLease:
         if held is not None:
             return held.on_cancel is not None and held.on_cancel(run_id, drop)
         row = await self._one(
-            f"SELECT 1 FROM {{s}}.lease_rows WHERE {_KEY} AND held AND {_LIVE}", who(key)
+            f"SELECT 1 FROM {{s}}.lease_rows WHERE {KEY} AND held AND {LIVE}", who(key)
         )
         if row is None:
             return False
@@ -220,10 +224,10 @@ class PostgresRunLease:
         reply: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._replies[request] = reply
         try:
-            payload = _message(
+            request_payload = message(
                 "cancel", key, run=run_id, drop=drop, to=self.instance, request=request
             )
-            await self.notifier.notify(payload)
+            await self.notifier.notify(request_payload)
             with anyio.move_on_after(_CANCEL_REPLY_SECONDS):
                 return await reply
             return False  # nobody answered: the holder died meanwhile
@@ -232,10 +236,16 @@ class PostgresRunLease:
 
     # -- the line ----------------------------------------------------------------------
 
-    async def _join(self, key: SessionKey, arrived: float) -> int:
-        # one insert at a time from this process, in call order (the lock is fair), on a
-        # connection of its own: a later caller that got a pooled connection sooner must
-        # not jump the line
+    async def _enter(
+        self, key: SessionKey, arrived: float, ttl: float | None
+    ) -> tuple[LeaseGrant | None, int]:
+        """The grant (a free context nobody waits for), or a ticket in the line.
+
+        One statement at a time from this process, in call order (the lock is fair), on
+        a connection of its own: a later caller that got a pooled connection sooner must
+        not jump the line.
+        """
+        params = {**self._params(key, None, ttl), "arrived": arrived}
         async with self._joining:
             conn = self._line_connection
             if conn is None or conn.closed:
@@ -246,21 +256,22 @@ class PostgresRunLease:
                 except psycopg.Error:
                     conn = None
                 self._line_connection = conn
-            statement = self.pool._sql(
-                "INSERT INTO {s}.lease_line (principal, definition, context_id, arrived)"
-                " VALUES (%s, %s, %s, %s) RETURNING ticket"
-            )
+            statement = self.pool._sql(ENTER)
+            row: tuple[object, ...] | None = None
             if conn is not None:
                 try:
-                    row = await (await conn.execute(statement, (*who(key), arrived))).fetchone()
-                    assert row is not None
-                    return int(row[0])
+                    row = await (await conn.execute(statement, params)).fetchone()
                 except psycopg.OperationalError:
                     self._line_connection = None
-            async with self.pool._connection() as pooled:  # the pool reports what is wrong
-                row = await (await pooled.execute(statement, (*who(key), arrived))).fetchone()
-                assert row is not None
-                return int(row[0])
+            if row is None:
+                async with self.pool._connection() as pooled:  # the pool reports what is wrong
+                    row = await (await pooled.execute(statement, params)).fetchone()
+        assert row is not None
+        fence, prior, ticket = row
+        if fence is not None:
+            grant = LeaseGrant(key=key, fence=int(str(fence)), ttl=ttl, taken_over=prior is True)
+            return grant, 0
+        return None, int(str(ticket))
 
     async def _refresh(self, ticket: int) -> None:
         await self._one(
@@ -275,7 +286,7 @@ class PostgresRunLease:
                 self.pool._sql("DELETE FROM {s}.lease_line WHERE ticket = %s"), (ticket,)
             )
             await conn.execute(
-                "SELECT pg_notify(%s, %s)", (self.notifier.channel, _payload("free", key))
+                "SELECT pg_notify(%s, %s)", (self.notifier.channel, payload("free", key))
             )
 
     async def _try(
@@ -287,8 +298,15 @@ class PostgresRunLease:
         locks the context's row, and its ``WHERE`` is checked again on the row's latest
         version, so two replicas trying at once never both get it.
         """
+        row = await self._one(TRY, self._params(key, ticket, ttl))
+        if row is None:
+            return None
+        return LeaseGrant(key=key, fence=int(str(row[0])), ttl=ttl, taken_over=row[1] is True)
+
+    @staticmethod
+    def _params(key: SessionKey, ticket: int | None, ttl: float | None) -> dict[str, object]:
         principal, definition, context_id = who(key)
-        params = {
+        return {
             "p": principal,
             "d": definition,
             "c": context_id,
@@ -296,30 +314,6 @@ class PostgresRunLease:
             "ticket": ticket,
             "ttl": ttl,
         }
-        row = await self._one(
-            "WITH head AS (SELECT ticket FROM {s}.lease_line l WHERE l.principal = %(p)s"
-            " AND l.definition = %(d)s AND l.context_id = %(c)s"
-            " AND l.seen_at > clock_timestamp() - %(stale)s * interval '1 second'"
-            " ORDER BY l.arrived, l.ticket LIMIT 1), prior AS (SELECT held FROM {s}.lease_rows"
-            " WHERE principal = %(p)s AND definition = %(d)s AND context_id = %(c)s),"
-            " granted AS (INSERT INTO {s}.lease_rows AS r"
-            " (principal, definition, context_id, fence, held, expires_at)"
-            " SELECT %(p)s, %(d)s, %(c)s, 1, true, CASE WHEN %(ttl)s::float8 IS NULL THEN NULL"
-            " ELSE clock_timestamp() + %(ttl)s::float8 * interval '1 second' END"
-            " WHERE CASE WHEN %(ticket)s::bigint IS NULL THEN NOT EXISTS (SELECT 1 FROM head)"
-            " ELSE coalesce((SELECT ticket FROM head) = %(ticket)s::bigint, true) END"
-            " ON CONFLICT (principal, definition, context_id) DO UPDATE"
-            " SET fence = r.fence + 1, held = true, expires_at = excluded.expires_at"
-            " WHERE NOT (r.held AND (r.expires_at IS NULL OR r.expires_at > clock_timestamp()))"
-            " RETURNING r.fence),"
-            " gone AS (DELETE FROM {s}.lease_line WHERE ticket = %(ticket)s::bigint"
-            " AND EXISTS (SELECT 1 FROM granted))"
-            " SELECT fence, coalesce((SELECT held FROM prior), false) FROM granted",
-            params,
-        )
-        if row is None:
-            return None
-        return LeaseGrant(key=key, fence=int(str(row[0])), ttl=ttl, taken_over=row[1] is True)
 
     def _granted(self, grant: LeaseGrant, on_cancel: CancelHandler | None) -> LeaseGrant:
         self._held[grant.key] = _Held(grant, on_cancel)
@@ -346,55 +340,26 @@ class PostgresRunLease:
 
     # -- notifications -----------------------------------------------------------------
 
-    def _on_free(self, payload: JSONObject) -> None:
-        key = _key_of(payload)
+    def _on_free(self, data: JSONObject) -> None:
+        key = key_of(data)
         for woken in () if key is None else self._wakers.get(key, ()):
             woken.set()
 
-    def _on_cancel(self, payload: JSONObject) -> None:
-        key = _key_of(payload)
+    def _on_cancel(self, data: JSONObject) -> None:
+        key = key_of(data)
         held = None if key is None else self._held.get(key)
         if held is None:
             return
-        run_id = str(payload.get("run"))
-        told = held.on_cancel is not None and held.on_cancel(run_id, payload.get("drop") is True)
-        reply = {"t": "reply", "to": payload.get("to"), "request": payload.get("request")}
+        run_id = str(data.get("run"))
+        told = held.on_cancel is not None and held.on_cancel(run_id, data.get("drop") is True)
+        reply = {"t": "reply", "to": data.get("to"), "request": data.get("request")}
         reply["ok"] = told
         asyncio.get_running_loop().create_task(self.notifier.notify(reply))
 
-    def _on_reply(self, payload: JSONObject) -> None:
-        if payload.get("to") != self.instance:
+    def _on_reply(self, data: JSONObject) -> None:
+        if data.get("to") != self.instance:
             return
-        request = payload.get("request")
+        request = data.get("request")
         waiting = self._replies.get(request) if isinstance(request, int) else None
         if waiting is not None and not waiting.done():
-            waiting.set_result(bool(payload.get("ok")))
-
-
-def _message(kind: str, key: SessionKey, **fields: JSONValue) -> JSONObject:
-    return {"t": kind, "k": [key.principal, key.definition, key.context_id], **fields}
-
-
-def _payload(kind: str, key: SessionKey) -> str:
-    return json.dumps(_message(kind, key), separators=(",", ":"))
-
-
-def _key_of(payload: JSONObject) -> SessionKey | None:
-    parts = payload.get("k")
-    if not isinstance(parts, list) or len(parts) != 3:
-        return None
-    principal, definition, context_id = parts
-    try:
-        return SessionKey(
-            definition=str(definition),
-            context_id=str(context_id),
-            principal=None if principal is None else str(principal),
-        )
-    except AgentkeelError:
-        return None
-
-
-def _lost(grant: LeaseGrant) -> LeaseLostError:
-    return LeaseLostError(
-        f"the lease on context {grant.key.context_id} (fence {grant.fence}) was lost"
-    )
+            waiting.set_result(bool(data.get("ok")))

@@ -2,18 +2,20 @@
 
 One stream per run; each frame is one stream entry whose id is the frame id
 (``<id>-0``), so a duplicate or a lower id (a second writer, say a holder that lost
-its lease) is refused by Redis itself. The writer sends each batch as one pipeline:
-the frames of one run in a row go as one ``EVALSHA`` of a script that ``XADD``s each
-(what a client pays per command, encoding it and parsing its reply, was most of what
-fanning a turn out cost), plus the pointer at a segment's start and end and once a
-second (`SharedStreams` has the rest). A Redis that forgot the script (a restart)
-answers ``NOSCRIPT``; the script is loaded again and the whole batch sent again, which
-repeats nothing: a frame already added is a lower id, refused. Streams and pointers expire after
-``retention.events``. A follower on another replica reads with ``XREAD BLOCK`` on a
-connection of its own. Announcements (a segment's start, ...) are ``PUBLISH``ed on
-the deployment's announce channel, which each replica listens to on one pub/sub
-connection (reopened after a loss; what was published meanwhile is lost, and every
-listener has a fallback of its own).
+its lease) is refused by Redis itself. The writer sends each batch as one pipeline,
+in which what concerns one run in a row goes as one ``EVALSHA`` of a script that runs
+it in order: each frame's ``XADD``, the context's pointer (``SET``, and the stream's
+``EXPIRE``) at a segment's start and end and once a second, and the segment's
+announcement (``PUBLISH``). What a client pays per command, encoding it and parsing
+its reply, was most of what fanning a turn out cost: a batch of one run's writes is
+one command (`SharedStreams` has the rest). A Redis that forgot the script (a restart)
+answers ``NOSCRIPT`` without running any of it; the script is loaded again and the
+batch sent again. Streams and pointers expire after ``retention.events``. A follower
+on another replica reads with ``XREAD BLOCK`` on a connection of its own.
+Announcements (a segment's start, ...) are ``PUBLISH``ed on the deployment's announce
+channel, which each replica listens to on one pub/sub connection (reopened after a
+loss; what was published meanwhile is lost, and every listener has a fallback of its
+own).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.remote_channel import frame_of
 from agentkeel.runtime.shared_streams import (
     FrameWrite,
+    PointerWrite,
     SharedRunChannel,
     SharedStreams,
     Write,
@@ -50,16 +53,32 @@ logger = logging.getLogger(__name__)
 RedisRunChannel = SharedRunChannel
 _RELISTEN_SECONDS = 0.5
 
-_APPEND_FRAMES = """
+_WRITE_RUN = """
 local refused = false
-for i = 1, #ARGV, 2 do
-  local added = redis.pcall('XADD', KEYS[1], ARGV[i], 'e', ARGV[i + 1])
-  if type(added) == 'table' and added.err and not refused then refused = added.err end
+for i = 1, #ARGV, 3 do
+  local op, first, second = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local done
+  if op == 'x' then
+    done = redis.pcall('XADD', KEYS[1], first, 'e', second)
+  elseif op == 'p' then
+    if second == '' then
+      done = redis.pcall('SET', KEYS[2], first)
+    else
+      done = redis.pcall('SET', KEYS[2], first, 'EX', second)
+      redis.pcall('EXPIRE', KEYS[1], second)
+    end
+  else
+    done = redis.pcall('PUBLISH', first, second)
+  end
+  if type(done) == 'table' and done.err and not refused then refused = done.err end
 end
 return refused
 """
-"""``XADD`` each (id, frame) pair of ARGV to the stream KEYS[1]; a refused one (a lower
-id) does not stop the others. Returns the first refusal's error, or nil."""
+"""Run a run's writes in order, each as three ARGV entries: ``x`` (frame id, frame) an
+``XADD`` to the stream KEYS[1]; ``p`` (value, seconds or empty) the pointer KEYS[2]
+set, with the stream's expiry; ``b`` (channel, message) a ``PUBLISH``. A refused one
+(a frame's lower id) does not stop the others. Returns the first refusal's error, or
+nil."""
 
 
 class RedisStreams(SharedStreams):
@@ -87,7 +106,7 @@ class RedisStreams(SharedStreams):
         self.prefix = prefix
         self._redis: Redis | None = None
         self._script: str | None = None
-        """The SHA1 of `_APPEND_FRAMES` once loaded (again after a ``NOSCRIPT``)."""
+        """The SHA1 of `_WRITE_RUN` once loaded (again after a ``NOSCRIPT``)."""
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
@@ -164,38 +183,45 @@ class RedisStreams(SharedStreams):
 
     async def _pipeline(self, writes: list[Write]) -> list[object]:
         if self._script is None:
-            self._script = _text(await self.redis.script_load(_APPEND_FRAMES))
+            self._script = _text(await self.redis.script_load(_WRITE_RUN))
         async with self.redis.pipeline(transaction=False) as pipe:
-            frames: list[FrameWrite] = []
+            run: list[Write] = []  # consecutive writes about one run: one EVALSHA
+            about: tuple[str, str] | None = None
             for write in [*writes, None]:
-                if isinstance(write, FrameWrite):
-                    if frames and (frames[0].key, frames[0].run_id) != (write.key, write.run_id):
-                        self._append_frames(pipe, frames)
-                        frames = []
-                    frames.append(write)
-                    continue
-                if frames:
-                    self._append_frames(pipe, frames)
-                    frames = []
+                this = None if write is None else _run_of(write)
+                if isinstance(write, AnnounceWrite) and run:  # the segment's, say
+                    this = (write.context, write.run_id)
+                if run and this != about:
+                    self._write_run(pipe, run)
+                    run = []
                 if write is None:
                     break
-                if isinstance(write, AnnounceWrite):
+                if this is not None:
+                    run.append(write)
+                    about = this
+                elif isinstance(write, AnnounceWrite):
                     pipe.publish(self.announce_channel, json.dumps(write.encoded()))
-                elif write.value is None:
+                elif isinstance(write, PointerWrite) and write.value is not None:
+                    pipe.set(self.pointer_key(write.key), write.value, ex=write.ttl)  # no run
+                elif isinstance(write, PointerWrite):
                     pipe.delete(self.pointer_key(write.key))
-                else:
-                    pipe.set(self.pointer_key(write.key), write.value, ex=write.ttl)
-                    if write.ttl is not None and write.run_id is not None:
-                        pipe.expire(self.stream_key(write.key, write.run_id), write.ttl)
             return list(await pipe.execute(raise_on_error=False))
 
-    def _append_frames(self, pipe: Pipeline, frames: list[FrameWrite]) -> None:
-        """One EVALSHA adding `frames` (of one run, in order) to the run's stream."""
+    def _write_run(self, pipe: Pipeline, writes: list[Write]) -> None:
+        """One EVALSHA running `writes` (about one run, in order): see `_WRITE_RUN`."""
         assert self._script is not None
+        first = writes[0]
+        assert isinstance(first, FrameWrite | PointerWrite) and first.run_id is not None
         args: list[str | bytes] = []
-        for write in frames:
-            args += (f"{write.frame.id}-0", write.frame.encoded)
-        pipe.evalsha(self._script, 1, self.stream_key(frames[0].key, frames[0].run_id), *args)
+        for write in writes:
+            if isinstance(write, FrameWrite):
+                args += ("x", f"{write.frame.id}-0", write.frame.encoded)
+            elif isinstance(write, PointerWrite):
+                args += ("p", write.value or "", "" if write.ttl is None else str(write.ttl))
+            else:
+                args += ("b", self.announce_channel, json.dumps(write.encoded()))
+        keys = (self.stream_key(first.key, first.run_id), self.pointer_key(first.key))
+        pipe.evalsha(self._script, 2, *keys, *args)
 
     async def read_pointer(self, key: SessionKey) -> str | None:
         """GET the pointer."""
@@ -233,6 +259,15 @@ class _RedisReader:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def _run_of(write: Write) -> tuple[str, str] | None:
+    """(context, run id) of a frame or a pointer write its run's script carries."""
+    if isinstance(write, FrameWrite):
+        return context_name(write.key), write.run_id
+    if isinstance(write, PointerWrite) and write.value is not None and write.run_id is not None:
+        return context_name(write.key), write.run_id
+    return None
 
 
 def _text(value: object) -> str:

@@ -217,7 +217,7 @@ class TurnRunner:
         finally:
             if job.grant is not None:
                 with anyio.CancelScope(shield=True):
-                    await lease.release(job.grant)
+                    await self._release(job.key, job.grant)
             self.cache.leave(entry)
             if not job.started.is_set():
                 job.error = job.error or ShuttingDownError("the turn was abandoned")
@@ -234,6 +234,24 @@ class TurnRunner:
                 channel.append(channel.next_frame(data))
                 job.result = job.result or _without_done(data)
             job.finished.set()
+
+    async def _release(self, key: SessionKey, grant: LeaseGrant) -> None:
+        """Release the turn's lease; one that cannot be released expires by itself.
+
+        A release that fails (PostgreSQL unavailable, or no pooled connection in time on
+        a loaded machine) must not escape: the turn's request would never be answered,
+        and the error would stop every turn of this server. The grant's ttl frees the
+        context for the next turn instead, as when a replica dies.
+        """
+        try:
+            await self.coordination.lease.release(grant)
+        except Exception as exc:
+            logger.warning(
+                "session=<%s> | the lease could not be released, it expires in %ss: %r",
+                key.session_id,
+                grant.ttl,
+                exc,
+            )
 
     async def _admit(self, job: RunJob, grant: LeaseGrant) -> None:
         """The lease came: check that the turn may still run; record a dead holder's run."""

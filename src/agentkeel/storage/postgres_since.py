@@ -13,6 +13,7 @@ trigger fires on ``DELETE`` only, which a plain append never runs.
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 from agentkeel.errors import CorruptSessionError
 from agentkeel.keys import SessionKey, require_key
@@ -32,6 +33,11 @@ _ID = MESSAGE_ID_SQL.replace("body", "m.body")
 class PostgresSince(PostgresPool):
     """`load_since` on the pool, and the decoding every snapshot read shares."""
 
+    checks_by_catching_up: ClassVar[bool] = True
+    """The catch-up read is one indexed statement, as cheap as the version read: a cached
+    Agent asks it instead (`SessionManager.refresh`), and learns in one round trip both
+    whether the conversation moved on and what it missed."""
+
     async def load_since(
         self, key: SessionKey, *, version: int, count: int, last_id: str | None
     ) -> SessionSnapshot | None:
@@ -40,11 +46,33 @@ class PostgresSince(PostgresPool):
         One statement: the checks, and the history from the first row the caller lacks
         (all of it when a check fails), read in the same snapshot.
         """
+        return (await self._since(key, version, count, last_id, checkpoints=False))[0]
+
+    async def load_since_noting_checkpoints(
+        self, key: SessionKey, *, version: int, count: int, last_id: str | None
+    ) -> tuple[SessionSnapshot | None, bool]:
+        """`load_since`, and whether the session may hold a checkpoint (False: it holds none).
+
+        The same statement asks the checkpoints table (a `PostgresCheckpointer` on this
+        schema), so a catching-up replica learns that no run waits to be resumed without
+        a round trip of its own: most turns have no checkpoint. Unknown (True) when the
+        session is not saved.
+        """
+        return await self._since(key, version, count, last_id, checkpoints=True)
+
+    async def _since(
+        self, key: SessionKey, version: int, count: int, last_id: str | None, *, checkpoints: bool
+    ) -> tuple[SessionSnapshot | None, bool]:
         require_key(key, "load_since")
+        noted = (
+            ", EXISTS (SELECT 1 FROM {s}.checkpoints c WHERE c.session_id = s.id)"
+            if checkpoints
+            else ""
+        )
         row = await self._one(
             f"SELECT {SNAPSHOT_COLUMNS}, k.kept,"
             " coalesce((SELECT json_agg(m.body ORDER BY m.seq) FROM {s}.messages m"
-            "           WHERE m.session_id = s.id AND m.seq > k.kept), '[]')::text"
+            f"           WHERE m.session_id = s.id AND m.seq > k.kept), '[]')::text{noted}"
             " FROM {s}.sessions s CROSS JOIN LATERAL (SELECT CASE"
             "  WHEN s.rewritten_at <= %(v)s::bigint AND %(v)s::bigint <= s.version"
             "   AND %(n)s::integer BETWEEN 1 AND s.message_count"
@@ -56,8 +84,9 @@ class PostgresSince(PostgresPool):
             dict(zip(("p", "d", "c"), who(key), strict=True), v=version, n=count, last=last_id),
         )
         if row is None:
-            return None
-        return self._snapshot(key, row[:5], int(row[5]), row[6])
+            return None, True
+        snapshot = self._snapshot(key, row[:5], int(row[5]), row[6])
+        return snapshot, not checkpoints or row[7] is True
 
     def _snapshot(self, key: SessionKey, head: Row, kept: int, history: str) -> SessionSnapshot:
         """A snapshot from `SNAPSHOT_COLUMNS`, the kept count and the JSON array of bodies."""
