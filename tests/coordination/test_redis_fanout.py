@@ -176,3 +176,58 @@ async def test_a_script_redis_forgot_is_loaded_again(
     assert [entry_id for entry_id, _ in entries] == [b"1-0", b"2-0", b"3-0", b"4-0"]
     remote = await second.latest(KEY)
     assert remote is not None and [frame.id for frame in remote.frames] == [1, 2, 3, 4]
+
+
+async def _heard(fanout: RedisStreams, topic: str) -> list[str]:
+    """The runs `fanout` hears announced on `topic`, once its listener is subscribed."""
+    heard: list[str] = []
+    fanout.on_announcement(topic, lambda context, run_id: heard.append(run_id))
+    with anyio.fail_after(5):
+        while fanout._pubsub is None:
+            await anyio.sleep(0.01)
+    return heard
+
+
+async def test_a_segment_start_is_heard_only_where_a_request_waits_for_it(
+    two: tuple[RedisStreams, RedisStreams],
+) -> None:
+    """Each turn starts a segment: a replica waiting for none does not hear it at all."""
+    first, second = two
+    segments = await _heard(second, "segment")
+    others = await _heard(second, "other")
+    await _start(first)  # announces run-1's segment
+    first.announce("other", KEY, "after")  # published after it, on one connection
+    await first.flush()
+    with anyio.fail_after(5):
+        while not others:
+            await anyio.sleep(0.01)
+    assert others == ["after"] and segments == []
+
+
+async def test_another_runs_announcement_in_a_batch_with_frames_is_sent(
+    two: tuple[RedisStreams, RedisStreams],
+) -> None:
+    """Frames of a run, then a word about another run, in one batch: both go out."""
+    first, second = two
+    heard = await _heard(second, "a2a-push")
+    stream = await _start(first)
+    await first.flush()
+    stream.publish(_data(0))
+    first.announce("a2a-push", SessionKey(definition="chat", context_id="index"), "task-1")
+    await first.flush()
+    with anyio.fail_after(5):
+        while not heard:
+            await anyio.sleep(0.01)
+    assert heard == ["task-1"]
+    remote = await second.latest(KEY)
+    assert remote is not None and [frame.id for frame in remote.frames] == [1]
+
+
+async def test_a_wait_subscribes_a_listener_already_listening(
+    two: tuple[RedisStreams, RedisStreams],
+) -> None:
+    """B's listener is in its blocking read when B starts to wait: the wait still wakes."""
+    first, second = two
+    await _heard(second, "segment")  # the listener is subscribed and reading
+    await check_announced_segment(first, second, KEY)
+    assert second._waited == {}  # the run's channel is given up after the wait

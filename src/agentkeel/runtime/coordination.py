@@ -225,7 +225,8 @@ class Announcements(Protocol):
 
     Best effort (a replica whose listening connection was down misses it): every
     listener keeps a fallback of its own. A fan-out kept in one process has no
-    replicas to tell, and does not offer it.
+    replicas to tell, and does not offer it. A backend may tell a segment's start
+    (``segment``) only to the replicas waiting for it in `StreamFanout.next_segment`.
     """
 
     def announce(self, topic: str, key: SessionKey, run_id: str) -> None:

@@ -12,10 +12,13 @@ one command (`SharedStreams` has the rest). A Redis that forgot the script (a re
 answers ``NOSCRIPT`` without running any of it; the script is loaded again and the
 batch sent again. Streams and pointers expire after ``retention.events``. A follower
 on another replica reads with ``XREAD BLOCK`` on a connection of its own.
-Announcements (a segment's start, ...) are ``PUBLISH``ed on the deployment's announce
-channel, which each replica listens to on one pub/sub connection (reopened after a
-loss; what was published meanwhile is lost, and every listener has a fallback of its
-own).
+Announcements are ``PUBLISH``ed, and each replica listens on one pub/sub connection
+(reopened after a loss; what was published meanwhile is lost, and every listener has a
+fallback of its own). A segment's start goes to a channel of its run's, which only a
+replica with a request waiting for that run subscribes to (while it waits): every turn
+starts a segment, and each replica parsing each one's announcement was a cost per turn
+that grew with the replicas. The other topics (an A2A task's push configs changed) go
+to the deployment's announce channel, which every replica hears.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
-from redis.exceptions import NoScriptError, RedisError
+from redis.asyncio.client import PubSub
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from agentkeel.keys import SessionKey
-from agentkeel.runtime.announcements import AnnounceWrite
+from agentkeel.runtime.announcements import SEGMENT_TOPIC, AnnounceWrite
 from agentkeel.runtime.channels import Frame
 from agentkeel.runtime.remote_channel import frame_of
 from agentkeel.runtime.shared_streams import (
@@ -107,6 +111,10 @@ class RedisStreams(SharedStreams):
         self._redis: Redis | None = None
         self._script: str | None = None
         """The SHA1 of `_WRITE_RUN` once loaded (again after a ``NOSCRIPT``)."""
+        self._waited: dict[str, int] = {}
+        """The segment channels requests here wait on, with how many wait on each."""
+        self._pubsub: PubSub | None = None
+        """The listener's pub/sub while it is subscribed."""
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
@@ -127,18 +135,31 @@ class RedisStreams(SharedStreams):
         """Where announcements are published."""
         return f"{self.prefix}announce"
 
+    def segment_channel(self, context: str, run_id: str) -> str:
+        """Where a segment's start of one run is announced (`context`: `context_name`)."""
+        return f"{self.prefix}announce:{context}:{run_id}"
+
+    def _channel_of(self, write: AnnounceWrite) -> str:
+        if write.topic == SEGMENT_TOPIC:
+            return self.segment_channel(write.context, write.run_id)
+        return self.announce_channel
+
     async def _listen_forever(self) -> None:
         while True:
             client = Redis.from_url(self.url, single_connection_client=True)
             try:
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(self.announce_channel)
+                    self._pubsub = pubsub  # from now on a new wait subscribes itself
+                    if self._waited:  # the waits that began before
+                        await pubsub.subscribe(*self._waited)
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             self._heard(message.get("data"))
             except (RedisError, OSError) as exc:
                 logger.debug("redis | the announce listener reconnects: %s", exc)
             finally:
+                self._pubsub = None
                 with contextlib.suppress(RedisError, OSError):
                     await client.aclose()
             await asyncio.sleep(_RELISTEN_SECONDS)
@@ -149,6 +170,35 @@ class RedisStreams(SharedStreams):
         except (TypeError, ValueError):
             return
         self.announced.heard(announced)
+
+    async def next_segment(self, key: SessionKey, run_id: str, timeout: float) -> bool:
+        """Subscribe to the run's segment channel while waiting (see `SharedStreams`)."""
+        channel = self.segment_channel(context_name(key), run_id)
+        self._waited[channel] = self._waited.get(channel, 0) + 1
+        if self._waited[channel] == 1:
+            await self._subscription(channel, subscribe=True)
+        try:
+            return await super().next_segment(key, run_id, timeout)
+        finally:
+            self._waited[channel] -= 1
+            if not self._waited[channel]:
+                del self._waited[channel]
+                with anyio.CancelScope(shield=True):
+                    await self._subscription(channel, subscribe=False)
+
+    async def _subscription(self, channel: str, *, subscribe: bool) -> None:
+        """(Un)subscribe the listener; while it reconnects it subscribes `_waited` itself."""
+        pubsub = self._pubsub
+        if pubsub is None:
+            return
+        try:
+            with anyio.fail_after(1):
+                if subscribe:
+                    await pubsub.subscribe(channel)
+                else:
+                    await pubsub.unsubscribe(channel)
+        except (RedisError, OSError, TimeoutError) as exc:  # the wait rechecks once a second
+            logger.debug("redis | the segment channel was not (un)subscribed: %s", exc)
 
     @property
     def redis(self) -> Redis:
@@ -182,32 +232,51 @@ class RedisStreams(SharedStreams):
                 logger.warning("redis | a fan-out write was refused: %s", _text(result))
 
     async def _pipeline(self, writes: list[Write]) -> list[object]:
+        """Send the batch's commands; each reply, or the error Redis answered instead.
+
+        A batch of one command (the common one: a run's frames, one script call) goes
+        without a pipeline, whose own bookkeeping showed in a turn's profile.
+        """
         if self._script is None:
             self._script = _text(await self.redis.script_load(_WRITE_RUN))
+        commands = self._commands(writes)
+        if len(commands) == 1:
+            try:
+                return [await self.redis.execute_command(*commands[0])]  # type: ignore[no-untyped-call]
+            except ResponseError as exc:  # as the pipeline hands it back
+                return [exc]
         async with self.redis.pipeline(transaction=False) as pipe:
-            run: list[Write] = []  # consecutive writes about one run: one EVALSHA
-            about: tuple[str, str] | None = None
-            for write in [*writes, None]:
-                this = None if write is None else _run_of(write)
-                if isinstance(write, AnnounceWrite) and run:  # the segment's, say
-                    this = (write.context, write.run_id)
-                if run and this != about:
-                    self._write_run(pipe, run)
-                    run = []
-                if write is None:
-                    break
-                if this is not None:
-                    run.append(write)
-                    about = this
-                elif isinstance(write, AnnounceWrite):
-                    pipe.publish(self.announce_channel, json.dumps(write.encoded()))
-                elif isinstance(write, PointerWrite) and write.value is not None:
-                    pipe.set(self.pointer_key(write.key), write.value, ex=write.ttl)  # no run
-                elif isinstance(write, PointerWrite):
-                    pipe.delete(self.pointer_key(write.key))
+            for command in commands:
+                pipe.execute_command(*command)
             return list(await pipe.execute(raise_on_error=False))
 
-    def _write_run(self, pipe: Pipeline, writes: list[Write]) -> None:
+    def _commands(self, writes: list[Write]) -> list[tuple[str | int | bytes, ...]]:
+        commands: list[tuple[str | int | bytes, ...]] = []
+        run: list[Write] = []  # consecutive writes about one run: one EVALSHA
+        about: tuple[SessionKey, str] | None = None
+        for write in [*writes, None]:
+            this = None if write is None else _run_of(write)
+            if isinstance(write, AnnounceWrite) and run and _about(write, about):
+                this = about  # the segment's announcement goes with its run's writes
+            if run and this != about:
+                commands.append(self._write_run(run))
+                run = []
+            if write is None:
+                break
+            if this is not None:
+                run.append(write)
+                about = this
+            elif isinstance(write, AnnounceWrite):
+                encoded = json.dumps(write.encoded())
+                commands.append(("PUBLISH", self._channel_of(write), encoded))
+            elif isinstance(write, PointerWrite) and write.value is not None:
+                pointer = ("SET", self.pointer_key(write.key), write.value)  # no run
+                commands.append(pointer if write.ttl is None else (*pointer, "EX", write.ttl))
+            elif isinstance(write, PointerWrite):
+                commands.append(("DEL", self.pointer_key(write.key)))
+        return commands
+
+    def _write_run(self, writes: list[Write]) -> tuple[str | int | bytes, ...]:
         """One EVALSHA running `writes` (about one run, in order): see `_WRITE_RUN`."""
         assert self._script is not None
         first = writes[0]
@@ -219,9 +288,9 @@ class RedisStreams(SharedStreams):
             elif isinstance(write, PointerWrite):
                 args += ("p", write.value or "", "" if write.ttl is None else str(write.ttl))
             else:
-                args += ("b", self.announce_channel, json.dumps(write.encoded()))
+                args += ("b", self._channel_of(write), json.dumps(write.encoded()))
         keys = (self.stream_key(first.key, first.run_id), self.pointer_key(first.key))
-        pipe.evalsha(self._script, 2, *keys, *args)
+        return ("EVALSHA", self._script, 2, *keys, *args)
 
     async def read_pointer(self, key: SessionKey) -> str | None:
         """GET the pointer."""
@@ -261,13 +330,22 @@ class _RedisReader:
         await self.client.aclose()
 
 
-def _run_of(write: Write) -> tuple[str, str] | None:
-    """(context, run id) of a frame or a pointer write its run's script carries."""
+def _run_of(write: Write) -> tuple[SessionKey, str] | None:
+    """(context, run id) of a frame or a pointer write its run's script carries.
+
+    The key itself, not its `context_name`: comparing keys is cheaper than encoding one
+    per frame, which showed in a turn's profile.
+    """
     if isinstance(write, FrameWrite):
-        return context_name(write.key), write.run_id
+        return write.key, write.run_id
     if isinstance(write, PointerWrite) and write.value is not None and write.run_id is not None:
-        return context_name(write.key), write.run_id
+        return write.key, write.run_id
     return None
+
+
+def _about(write: AnnounceWrite, run: tuple[SessionKey, str] | None) -> bool:
+    """Whether `write` announces the run `run` names (then its script carries it)."""
+    return run is not None and write.run_id == run[1] and write.context == context_name(run[0])
 
 
 def _text(value: object) -> str:
