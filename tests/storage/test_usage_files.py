@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentkeel.errors import CorruptSessionError
+from agentkeel.errors import ConcurrentWriteError, CorruptSessionError
 from agentkeel.result import Usage
 from agentkeel.storage import LocalFileStorage, SessionKey
 from agentkeel.storage._usage_files import USAGE_FILE
@@ -64,3 +64,24 @@ async def test_lines_written_between_saves_count_at_once_and_after_the_save(
     assert await reopened.context_usage(other) == Usage()
     assert await reopened.principal_usage("alice", day) == Usage(input_tokens=4, output_tokens=3)
     assert (await reopened.load(KEY)) is not None
+
+
+async def test_a_refused_save_loses_no_usage_line_and_the_next_save_goes_through(
+    tmp_path: Path,
+) -> None:
+    """A save refused after the usage lines it carries: they stay counted, and still owed."""
+    storage = LocalFileStorage(tmp_path)
+    day = "2026-12-01"
+    version = await storage.append(KEY, [], {"k": 1})
+    await storage.add_usage(KEY, Usage(input_tokens=1), day=day)  # the files' first lines
+    await storage.add_usage(KEY, Usage(output_tokens=2), day=day)  # unsynced, owed
+    with pytest.raises(ConcurrentWriteError):
+        await storage.append(KEY, [], {"k": 2}, expected_version=version + 5)
+    assert await storage.context_usage(KEY) == Usage(input_tokens=1, output_tokens=2)
+    assert await storage.append(KEY, [], {"k": 3}, expected_version=version) == version + 1
+    await storage.close()
+    reopened = LocalFileStorage(tmp_path)
+    assert await reopened.context_usage(KEY) == Usage(input_tokens=1, output_tokens=2)
+    assert await reopened.principal_usage("alice", day) == Usage(input_tokens=1, output_tokens=2)
+    snapshot = await reopened.load(KEY)
+    assert snapshot is not None and snapshot.state == {"k": 3}
