@@ -41,6 +41,7 @@ def test_a_replaced_run_is_packed_and_reads_back_the_same_frames() -> None:
     assert list(first.frames) == frames and first.frames[1:3] == frames[1:3]
     assert first.last_id == frames[-1].id
     assert first.to_bytes().startswith(b"".join(frame.encoded for frame in frames))
+    assert RunChannel.from_bytes(KEY, "run-1", first.to_bytes()).frames == frames
     gc.collect()
     assert not gc.is_tracked(first.frames._encoded)
 

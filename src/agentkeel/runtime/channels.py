@@ -103,10 +103,15 @@ class RunChannel:
         A comment after them carries the time the last segment ended, so that retention
         still counts from then after a restart. Nothing is encoded a second time.
         """
-        frames = self.frames if extra is None else [*self.frames, extra]
+        if isinstance(self.frames, Packed):  # the bytes are there: decode none of them
+            kept = list(self.frames.encoded)
+        else:
+            kept = [frame.encoded for frame in self.frames]
+        if extra is not None:
+            kept.append(extra.encoded)
         ended = self.ended_at if extra is None else time.time()
         trailer = b"" if ended is None else b": ended %r\n\n" % round(ended, 3)
-        return b"".join(frame.encoded for frame in frames) + trailer
+        return b"".join(kept) + trailer
 
     @classmethod
     def from_bytes(cls, key: SessionKey, run_id: str, body: bytes) -> RunChannel:

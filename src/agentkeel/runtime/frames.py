@@ -101,6 +101,11 @@ class Packed(Sequence[Frame]):
     def __init__(self, frames: Sequence[Frame]) -> None:
         self._encoded = tuple(frame.encoded for frame in frames)
 
+    @property
+    def encoded(self) -> tuple[bytes, ...]:
+        """Each frame's SSE bytes, as kept (nothing is decoded)."""
+        return self._encoded
+
     def __len__(self) -> int:
         return len(self._encoded)
 
