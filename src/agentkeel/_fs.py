@@ -160,18 +160,20 @@ def _open_append(path: Path, mode: int) -> tuple[int, bool]:
             return os.open(path, mode | os.O_APPEND), False
 
 
-def append_lines(path: Path, lines: Sequence[bytes]) -> int:
+def append_lines(path: Path, lines: Sequence[bytes], *, durable: bool = True) -> int:
     """Append `lines` (each without its newline) in ONE write, fsync, and return the new size.
 
     One write keeps a batch contiguous; a crash during it leaves at most a torn tail after
     the previous end of the file, which the reader drops. A file created here also gets
-    its folder fsynced, so the new entry survives a power loss.
+    its folder fsynced, so the new entry survives a power loss. With `durable=False` the
+    caller fsyncs the file itself before it counts on the lines (a group flush).
     """
     data = b"".join(line + b"\n" for line in lines)
     fd, created = _open_append(path, os.O_WRONLY)
     try:
         _write_all(fd, data)
-        os.fsync(fd)
+        if durable or created:
+            os.fsync(fd)
         size = os.fstat(fd).st_size
     finally:
         os.close(fd)
@@ -180,15 +182,21 @@ def append_lines(path: Path, lines: Sequence[bytes]) -> int:
     return size
 
 
-def append_records(path: Path, lines: Sequence[bytes], *, durable: bool = True) -> int:
+def append_records(
+    path: Path, lines: Sequence[bytes], *, durable: bool = True, create: bool = True
+) -> int:
     """Append whole lines to a file of independent records; returns the new size.
 
     Such a file has no commit marker, so a tail a crash left without its newline is cut
     off here before the batch is written (one ``pread`` per append). With
     `durable=False` nothing is fsynced: a kill loses nothing written, a power cut may.
+    With `create=False` a missing file raises FileNotFoundError (nothing is written).
     """
     data = b"".join(line + b"\n" for line in lines)
-    fd, created = _open_append(path, os.O_RDWR)
+    if create:
+        fd, created = _open_append(path, os.O_RDWR)
+    else:
+        fd, created = os.open(path, os.O_RDWR | os.O_APPEND), False
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":

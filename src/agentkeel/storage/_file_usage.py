@@ -63,18 +63,22 @@ class UsageSyncs:
         self._appends = 0
         self._guard = threading.Lock()
 
-    def append(self, key: SessionKey, paths: tuple[Path, ...], usage: Usage) -> bool:
-        """Append `usage` unsynced to each of `paths`; False (nothing written): one is missing."""
-        if not all(path.is_file() for path in paths):
-            return False
+    def append(self, key: SessionKey, paths: tuple[Path, ...], usage: Usage) -> tuple[Path, ...]:
+        """Append `usage` unsynced to each of `paths` that exists; the others, not written.
+
+        A file that does not exist is left for `append_usage` (created the durable way).
+        """
         line = usage_line(usage)
-        for path in paths:
-            _fs.append_records(path, [line], durable=False)
+        for index, path in enumerate(paths):
+            try:
+                _fs.append_records(path, [line], durable=False, create=False)
+            except FileNotFoundError:
+                return paths[index:]
             with self._guard:
                 self._appends += 1
                 count = self._written[path] = self._appends
                 self._owed.setdefault(key, {})[path] = count
-        return True
+        return ()
 
     def take(self, key: SessionKey | None = None) -> Owed:
         """What `key`'s lines (every session's, for None) are owed, no longer tracked."""
@@ -95,22 +99,35 @@ class UsageSyncs:
             for path, count in owed.items():
                 mine[path] = max(count, mine.get(path, 0))
 
+    def due(self, owed: Owed) -> list[tuple[Path, int]]:
+        """The files of `owed` not yet synced that far, each with how far a sync now reaches.
+
+        Read before the fsync starts: it then covers every append up to that number.
+        """
+        with self._guard:
+            return [
+                (path, self._written.get(path, count))
+                for path, count in owed.items()
+                if self._synced.get(path, 0) < count
+            ]
+
+    def reached(self, synced: list[tuple[Path, int]]) -> None:
+        """Note the files of `due` as synced (their fsyncs returned)."""
+        with self._guard:
+            for path, reached in synced:
+                if reached > self._synced.get(path, 0):
+                    self._synced[path] = reached
+            if len(self._synced) > _KEPT_FILES:
+                self._forget_synced()
+
     def sync(self, owed: Owed) -> None:
         """Flush each file of `owed` not yet synced that far (blocking: a worker thread)."""
-        for path, count in owed.items():
-            with self._guard:
-                if self._synced.get(path, 0) >= count:
-                    continue
-                reached = self._written.get(path, count)
+        for path, reached in self.due(owed):
             try:
                 _fs.fsync_file(path)
             except FileNotFoundError:  # its session was deleted: nothing left to keep
                 pass
-            with self._guard:
-                if reached > self._synced.get(path, 0):
-                    self._synced[path] = reached
-                if len(self._synced) > _KEPT_FILES:
-                    self._forget_synced()
+            self.reached([(path, reached)])
 
     def _forget_synced(self) -> None:
         """Drop the counts of files synced as far as written (under the guard).
@@ -141,9 +158,12 @@ class FileUsage:
     async def _call(self, key: SessionKey | None, func: Callable[..., _T], *args: object) -> _T:
         raise NotImplementedError
 
+    def path(self, key: SessionKey) -> Path:
+        raise NotImplementedError
+
     def _usage_paths(self, key: SessionKey, day: str) -> tuple[Path, Path]:
         return (
-            session_folder(self.directory, key) / USAGE_FILE,
+            self.path(key) / USAGE_FILE,
             principal_usage_path(principal_folder(self.directory, key.principal), day),
         )
 
@@ -152,11 +172,11 @@ class FileUsage:
         paths = self._usage_paths(require_key(key, "add_usage"), day)
         async with self._lock(key):  # not while the folder is being deleted
             try:
-                if self._usage_syncs.append(key, paths, usage):
-                    return
+                missing = self._usage_syncs.append(key, paths, usage)
             except OSError as exc:
                 raise StorageError(f"session storage I/O failed: {exc}") from exc
-            await self._call(None, append_usage, paths, usage)
+            if missing:
+                await self._call(None, append_usage, missing, usage)
 
     async def context_usage(self, key: SessionKey) -> Usage:
         """The context's total (UsageStorage); deleted with the session's folder."""

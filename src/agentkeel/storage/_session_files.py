@@ -183,13 +183,18 @@ def append(
     cut: int | None = None,
     run: bytes | None = None,
     shown: tuple[str, int] | None = None,
+    durable: bool = True,
 ) -> Tail:
-    """Commit one turn; `shown` (its messages' `listed`) carries the listing forward."""
+    """Commit one turn; `shown` (its messages' `listed`) carries the listing forward.
+
+    With `durable=False` (`appends_only` said yes) the run record and the lines are
+    written unsynced: the caller fsyncs both files before it acknowledges the turn.
+    """
     tail, fence = open_tail(folder, key, tail, expected_version, fence)
     if cut is not None and not 0 <= cut <= tail.count:
         raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
     previous = _listed_before(folder, tail)
-    _put_run(folder, run)
+    _put_run(folder, run, durable=durable)
     path = folder / MESSAGES_FILE
     if tail.committed < tail.file_size:
         _fs.truncate(path, tail.committed)  # drop the uncommitted tail a crash left
@@ -208,7 +213,7 @@ def append(
         commit += b',"c":%d' % cut
     at = round(time.time(), 3)
     written = turn_lines(messages, turn, commit, fence, at)
-    size = _fs.append_lines(path, written)
+    size = _fs.append_lines(path, written, durable=durable)
     spans, offset = [], size - sum(len(line) + 1 for line in written)
     for line in written[: len(messages)]:
         spans.append((offset, len(line)))
@@ -273,7 +278,7 @@ def _listed_before(folder: Path, tail: Tail) -> tuple[str, int] | None:
     return None if found is None else (found.title, found.shown)
 
 
-def _put_run(folder: Path, run: bytes | None) -> None:
+def _put_run(folder: Path, run: bytes | None, *, durable: bool = True) -> None:
     """Append a turn's run record (its encoded line) once its commit passed the checks.
 
     It goes before the commit: a refused writer so stores nothing; a crash between the
@@ -281,7 +286,7 @@ def _put_run(folder: Path, run: bytes | None) -> None:
     replaces as the latest.
     """
     if run is not None:  # `open_tail` made the folder
-        _fs.append_records(folder / RUNS_FILE, [run])
+        _fs.append_records(folder / RUNS_FILE, [run], durable=durable)
 
 
 def check_writable(folder: Path) -> None:

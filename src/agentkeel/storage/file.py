@@ -40,6 +40,7 @@ from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
 from agentkeel.storage import _file_retention, _records, _session_files
+from agentkeel.storage._file_flush import FlushedAppends, GroupFlush
 from agentkeel.storage._file_transcript import FileTranscript
 from agentkeel.storage._file_usage import FileUsage, UsageSyncs
 from agentkeel.storage._history import Tail, encode_json, encode_messages
@@ -61,7 +62,7 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 
-class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage):
+class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage, FlushedAppends):
     """A SessionStorage that keeps each session in a folder of plain, inspectable files.
 
     Args:
@@ -74,13 +75,22 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage)
         self.directory = Path(directory)
         self._cache: OrderedDict[SessionKey, Tail] = OrderedDict()
         self._cache_size = cache_size
-        self._locks = [anyio.Lock() for _ in range(_LOCK_STRIPES)]
+        # fast_acquire: a free lock is taken without a trip through the event loop, which
+        # resumed the whole request's coroutine stack on every save
+        self._locks = [anyio.Lock(fast_acquire=True) for _ in range(_LOCK_STRIPES)]
         self._task_indexes: OrderedDict[SessionKey, _records.TaskIndex] = OrderedDict()
         self._usage_syncs = UsageSyncs()
+        self._flush = GroupFlush()
+        self._folders: dict[SessionKey, Path] = {}
 
     def path(self, key: SessionKey) -> Path:
-        """The folder holding `key`'s files (it may not exist yet)."""
-        return session_folder(self.directory, key)
+        """The folder holding `key`'s files (it may not exist yet); kept per key."""
+        folder = self._folders.get(key)
+        if folder is None:
+            if len(self._folders) >= self._cache_size:
+                self._folders.clear()  # rebuilt as used: a folder's path never changes
+            folder = self._folders[key] = session_folder(self.directory, key)
+        return folder
 
     async def open(self) -> None:
         """Nothing to connect to; the folder is created on the first write."""
@@ -152,8 +162,13 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage)
         async with self._lock(key):
             before = self._cache.get(key)
             args = (self.path(key), key, before, lines, encoded_state)
-            checks = (expected_version, fence, cut, _records.run_line(run), listed(messages))
-            tail = await self._saving(key, _session_files.append, *args, *checks)
+            run_line, shown = _records.run_line(run), listed(messages)
+            if before is not None and self._appends_only(key, before, encoded_state, cut, run_line):
+                commit = (expected_version, fence, cut, shown)
+                tail = await self._append_flushed(key, before, lines, run_line, commit)
+            else:
+                checks = (expected_version, fence, cut, run_line, shown)
+                tail = await self._saving(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
             self._follow_append(key, before, cut, [message.id for message in messages], tail)
             return tail.turn
