@@ -13,9 +13,9 @@ killed at any instant:
 - a cache that may be lost is overwritten in place behind a checksummed header
   (`overwrite_checked`), so it costs no new file, and a torn copy reads as absent.
 
-The functions are synchronous on purpose: callers run them off the event loop with
-`anyio.to_thread.run_sync`. Files are created ``0o600`` and folders ``0o700`` because
-they hold users' conversations.
+The functions are synchronous on purpose: callers run them in worker threads, but for
+small unsynced appends to files that exist. Files are created ``0o600`` and folders
+``0o700`` because they hold users' conversations.
 """
 
 from __future__ import annotations
@@ -163,10 +163,9 @@ def _open_append(path: Path, mode: int) -> tuple[int, bool]:
 def append_lines(path: Path, lines: Sequence[bytes], *, durable: bool = True) -> int:
     """Append `lines` (each without its newline) in ONE write, fsync, and return the new size.
 
-    One write keeps a batch contiguous; a crash during it leaves at most a torn tail after
-    the previous end of the file, which the reader drops. A file created here also gets
-    its folder fsynced, so the new entry survives a power loss. With `durable=False` the
-    caller fsyncs the file itself before it counts on the lines (a group flush).
+    One write keeps a batch contiguous (a crash leaves at most a torn tail, which the reader
+    drops). A created file is fsynced with its folder, so its entry survives a power loss;
+    `durable=False` leaves an existing file's fsync to the caller (`storage._file_flush`).
     """
     data = b"".join(line + b"\n" for line in lines)
     fd, created = _open_append(path, os.O_WRONLY)
@@ -182,21 +181,15 @@ def append_lines(path: Path, lines: Sequence[bytes], *, durable: bool = True) ->
     return size
 
 
-def append_records(
-    path: Path, lines: Sequence[bytes], *, durable: bool = True, create: bool = True
-) -> int:
+def append_records(path: Path, lines: Sequence[bytes], *, durable: bool = True) -> int:
     """Append whole lines to a file of independent records; returns the new size.
 
     Such a file has no commit marker, so a tail a crash left without its newline is cut
     off here before the batch is written (one ``pread`` per append). With
     `durable=False` nothing is fsynced: a kill loses nothing written, a power cut may.
-    With `create=False` a missing file raises FileNotFoundError (nothing is written).
     """
     data = b"".join(line + b"\n" for line in lines)
-    if create:
-        fd, created = _open_append(path, os.O_RDWR)
-    else:
-        fd, created = os.open(path, os.O_RDWR | os.O_APPEND), False
+    fd, created = _open_append(path, os.O_RDWR)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":

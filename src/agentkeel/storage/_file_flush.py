@@ -70,6 +70,8 @@ class GroupFlush:
         self._gathering: _Batch | None = None
         self._running: anyio.Event | None = None
         """Set when the hop in flight returns; None while none is."""
+        self.hops = 0
+        """How many worker-thread hops (batches) it made: what the grouping saved shows."""
 
     async def flush(self, paths: Iterable[Path]) -> None:
         """Return once every file of `paths` is fsynced; StorageError if one failed."""
@@ -92,8 +94,11 @@ class GroupFlush:
         ended = self._running = anyio.Event()
         self._gathering = None
         try:
-            # not abandoned on cancel: the batch's other waiters need its outcome
-            batch.failed = await anyio.to_thread.run_sync(_fsync_all, list(batch.paths))
+            # shielded: a leader cancelled even before its hop started makes it, since
+            # the batch's other waiters count on its outcome
+            with anyio.CancelScope(shield=True):
+                batch.failed = await anyio.to_thread.run_sync(_fsync_all, list(batch.paths))
+                self.hops += 1
         finally:
             self._running = None
             batch.done.set()

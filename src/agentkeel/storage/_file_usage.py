@@ -63,22 +63,18 @@ class UsageSyncs:
         self._appends = 0
         self._guard = threading.Lock()
 
-    def append(self, key: SessionKey, paths: tuple[Path, ...], usage: Usage) -> tuple[Path, ...]:
-        """Append `usage` unsynced to each of `paths` that exists; the others, not written.
-
-        A file that does not exist is left for `append_usage` (created the durable way).
-        """
+    def append(self, key: SessionKey, paths: tuple[Path, ...], usage: Usage) -> bool:
+        """Append `usage` unsynced to each of `paths`; False (nothing written): one is missing."""
+        if not all(path.is_file() for path in paths):
+            return False
         line = usage_line(usage)
-        for index, path in enumerate(paths):
-            try:
-                _fs.append_records(path, [line], durable=False, create=False)
-            except FileNotFoundError:
-                return paths[index:]
+        for path in paths:
+            _fs.append_records(path, [line], durable=False)
             with self._guard:
                 self._appends += 1
                 count = self._written[path] = self._appends
                 self._owed.setdefault(key, {})[path] = count
-        return ()
+        return True
 
     def take(self, key: SessionKey | None = None) -> Owed:
         """What `key`'s lines (every session's, for None) are owed, no longer tracked."""
@@ -172,11 +168,11 @@ class FileUsage:
         paths = self._usage_paths(require_key(key, "add_usage"), day)
         async with self._lock(key):  # not while the folder is being deleted
             try:
-                missing = self._usage_syncs.append(key, paths, usage)
+                if self._usage_syncs.append(key, paths, usage):
+                    return
             except OSError as exc:
                 raise StorageError(f"session storage I/O failed: {exc}") from exc
-            if missing:
-                await self._call(None, append_usage, missing, usage)
+            await self._call(None, append_usage, paths, usage)
 
     async def context_usage(self, key: SessionKey) -> Usage:
         """The context's total (UsageStorage); deleted with the session's folder."""
