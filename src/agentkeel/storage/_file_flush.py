@@ -158,9 +158,10 @@ class FlushedAppends:
                 expected_version, fence, cut, run, shown, durable=False,
             )  # fmt: skip
             usage = self._usage_syncs.due(owed)
-            paths = [folder / MESSAGES_FILE, *(path for path, _ in usage)]
+            paths = [path for path, _ in usage]
             if run is not None:
                 paths.append(folder / _records.RUNS_FILE)
+            paths.append(folder / MESSAGES_FILE)  # the commit last, as the writes were
             await self._flush.flush(paths)
         except BaseException as exc:
             self._cache.pop(key, None)
