@@ -22,8 +22,11 @@ the machine, so these are upper bounds), PostgreSQL round trips per turn (counte
 loopback forwarder every replica connects through) and Redis commands per turn and
 per streamed frame (``INFO`` deltas, server-wide; the XADDs, SETs, EXPIREs and
 PUBLISHes the fan-out's script runs count there, the commands clients sent are the
-rest: these turns send nothing else of those four), and the ratio of each deployment's
-server CPU to the baseline's, measured in the same run (target: at most 1.5x).
+rest: these turns send nothing else of those four), each process's idle CPU (watched
+for a few seconds after the warm-up, before the measured turns) and what that rate
+comes to per turn over the measured span (background work, not any turn's), and the
+ratio of each deployment's server CPU to the baseline's, measured in the same run
+(target: at most 1.5x).
 
 Then the takeover: a replica runs a long tool, is SIGKILLed, and another replica runs
 the context; over ``--kills`` kills it prints the distribution of the time from the
@@ -70,6 +73,8 @@ TOKENS = 20
 CONTEXTS = 4
 WARMUP_ROUNDS = 3
 """Warm-up turns per conversation and replica (the round-robin reaches every replica)."""
+IDLE_SECONDS = 3.0
+"""How long the warmed-up servers are watched idle, for their background CPU rate."""
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -279,10 +284,15 @@ def run_scenario(
                 anyio.run(prefill, storage, prefix, history)
             anyio.run(drive, urls, CONTEXTS * replicas * WARMUP_ROUNDS, prefix)
             pids = [server.process.pid for server in servers]
+            idle_before = cpu_seconds(pids)
+            time.sleep(IDLE_SECONDS)
+            idle = (cpu_seconds(pids) - idle_before) / IDLE_SECONDS / replicas
             postgres = named_pids("postgres")
             before = (cpu_seconds(pids), cpu_by_pid(postgres), redis_counters(rclient))
             sends_before = forwarder.sends
+            began = time.monotonic()
             frames = anyio.run(drive, urls, turns, prefix)
+            span = time.monotonic() - began
             after = (cpu_seconds(pids), cpu_by_pid(postgres), redis_counters(rclient))
             trips = forwarder.sends - sends_before
         finally:
@@ -298,12 +308,17 @@ def run_scenario(
         # what the fan-out's script runs is counted too: what clients sent is the rest
         "redis_sent": (commands - (after[2][3] - before[2][3])) / turns,
         "xadd_per_frame": (after[2][1] - before[2][1]) / max(1, frames),
+        "idle_ms_per_s": idle * 1000,
+        # what the processes' background work (their idle CPU rate) comes to over the
+        # measured span, per turn: a part of the server CPU no turn's work explains
+        "idle_ms": idle * replicas * span / turns * 1000,
     }
     print(
         f"{name:>13}: server CPU {row['server_ms']:6.2f} ms/turn | PostgreSQL "
         f"{row['postgres_ms']:5.2f} ms | Redis {row['redis_ms']:5.2f} ms | "
         f"{row['pg_trips']:5.1f} PG trips/turn | {row['redis_cmds']:5.1f} Redis cmds/turn, "
-        f"{row['redis_sent']:4.1f} sent by clients ({row['xadd_per_frame']:.2f} XADD per frame)",
+        f"{row['redis_sent']:4.1f} sent by clients ({row['xadd_per_frame']:.2f} XADD per frame)"
+        f" | idle {row['idle_ms_per_s']:.1f} ms/s per process, {row['idle_ms']:.2f} ms/turn",
         flush=True,
     )
     return row
