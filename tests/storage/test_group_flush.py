@@ -11,7 +11,7 @@ from agentkeel.errors import StorageError
 from agentkeel.messages import Message
 from agentkeel.result import Usage
 from agentkeel.storage import LocalFileStorage, SessionKey
-from agentkeel.storage._file_flush import GroupFlush
+from agentkeel.storage._file_flush import INLINE_BYTES, GroupFlush
 from agentkeel.storage.base import RunRecord
 
 pytestmark = pytest.mark.anyio
@@ -144,3 +144,17 @@ async def test_a_state_change_still_commits_the_durable_way(tmp_path: Path) -> N
     assert storage._flush.hops == before + 1
     snapshot = await LocalFileStorage(tmp_path).load(key)
     assert snapshot is not None and snapshot.state == {"step": 2} and snapshot.version == 3
+
+
+async def test_a_big_turn_is_written_in_a_worker_thread_and_still_saved(
+    tmp_path: Path,
+) -> None:
+    storage = LocalFileStorage(tmp_path)
+    key = SessionKey(definition="chat", context_id="ctx-big")
+    await storage.append(key, _turn(0), None)
+    before = storage._flush.hops
+    big = [Message.user("q"), Message.assistant("x" * (INLINE_BYTES + 1))]
+    await storage.append(key, big, None)  # not copied on the event loop
+    assert storage._flush.hops == before
+    snapshot = await LocalFileStorage(tmp_path).load(key)
+    assert snapshot is not None and snapshot.messages[-1].text == "x" * (INLINE_BYTES + 1)

@@ -33,7 +33,10 @@ from agentkeel.storage._file_usage import UsageSyncs
 from agentkeel.storage._history import Tail
 from agentkeel.storage._session_files import MESSAGES_FILE
 
-__all__ = ["FlushedAppends", "GroupFlush"]
+__all__ = ["INLINE_BYTES", "FlushedAppends", "GroupFlush"]
+
+INLINE_BYTES = 65_536
+"""The largest turn (its lines and run record) written on the event loop."""
 
 
 class _Batch:
@@ -116,15 +119,24 @@ class FlushedAppends:
         raise NotImplementedError
 
     def _appends_only(
-        self, key: SessionKey, tail: Tail, state: bytes | None, cut: int | None, run: bytes | None
+        self,
+        key: SessionKey,
+        tail: Tail,
+        lines: list[bytes],
+        state: bytes | None,
+        cut: int | None,
+        run: bytes | None,
     ) -> bool:
-        """Whether an append only adds lines to files that exist (`_append_flushed`).
+        """Whether an append only adds a few lines to files that exist (`_append_flushed`).
 
         Checked on the event loop with a ``stat`` or two. A tail that changed behind the
         cache, a torn tail to cut, a new state, a cut or a file to create goes the old
-        way, all of it in a worker thread: each needs an fsync before a later write.
+        way, all of it in a worker thread: each needs an fsync before a later write. So
+        does a turn over `INLINE_BYTES` (a big tool result), not copied on the loop.
         """
         if tail.stamp is None or tail.committed != tail.file_size:
+            return False
+        if sum(map(len, lines)) + len(run or b"") > INLINE_BYTES:
             return False
         if tail.listed is None or (state is not None and state != tail.state):
             return False

@@ -187,7 +187,7 @@ def append(
 ) -> Tail:
     """Commit one turn; `shown` (its messages' `listed`) carries the listing forward.
 
-    With `durable=False` (`appends_only` said yes) the run record and the lines are
+    With `durable=False` (`FlushedAppends._appends_only` said yes) the run record and the lines are
     written unsynced: the caller fsyncs both files before it acknowledges the turn.
     """
     tail, fence = open_tail(folder, key, tail, expected_version, fence)

@@ -163,7 +163,9 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage,
             before = self._cache.get(key)
             args = (self.path(key), key, before, lines, encoded_state)
             run_line, shown = _records.run_line(run), listed(messages)
-            if before is not None and self._appends_only(key, before, encoded_state, cut, run_line):
+            if before is not None and self._appends_only(
+                key, before, lines, encoded_state, cut, run_line
+            ):
                 commit = (expected_version, fence, cut, shown)
                 tail = await self._append_flushed(key, before, lines, run_line, commit)
             else:
