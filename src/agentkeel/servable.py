@@ -141,7 +141,7 @@ class ServableFront(Generic[ResultT]):
 
     def _init_front(self) -> None:
         """Set up the run lock and the event loop of the blocking methods."""
-        self._lock = anyio.Lock(fast_acquire=True)  # free: taken without a loop trip
+        self._lock = anyio.Lock()
         variable = self._owner.lower()
         self._portal = Portal(
             f"agentkeel-{variable}",
