@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agentkeel.errors import StorageError
+from agentkeel.errors import ConcurrentWriteError, StorageError
 from agentkeel.messages import Message
 from agentkeel.result import Usage
 from agentkeel.storage import LocalFileStorage, SessionKey
@@ -160,3 +160,25 @@ async def test_a_big_turn_is_written_in_a_worker_thread_and_still_saved(
     assert storage._flush.hops == before
     snapshot = await LocalFileStorage(tmp_path).load(key)
     assert snapshot is not None and snapshot.messages[-1].text == "x" * (INLINE_BYTES + 1)
+
+
+async def test_a_refused_append_writes_nothing_and_keeps_the_usage_it_owed(
+    tmp_path: Path,
+) -> None:
+    storage = LocalFileStorage(tmp_path)
+    key = SessionKey(definition="chat", context_id="ctx-stale")
+    await storage.append(key, _turn(0), None, run=_record("run-0"))
+    await storage.add_usage(key, Usage(input_tokens=1), day="2026-12-01")
+    await storage.add_usage(key, Usage(input_tokens=2), day="2026-12-01")  # owed
+    folder = storage.path(key)
+    sizes = {name: (folder / name).stat().st_size for name in ("messages.jsonl", "runs.jsonl")}
+    with pytest.raises(ConcurrentWriteError):  # a stale writer, on the event-loop path
+        await storage.append(key, _turn(1), None, expected_version=0, run=_record("run-1"))
+    assert {name: (folder / name).stat().st_size for name in sizes} == sizes
+    await storage.append(key, _turn(1), None, expected_version=1, run=_record("run-1"))
+    reopened = LocalFileStorage(tmp_path)
+    snapshot = await reopened.load(key)
+    assert snapshot is not None and snapshot.version == 2
+    latest = await reopened.latest_run(key)
+    assert latest is not None and latest.run_id == "run-1"
+    assert await reopened.context_usage(key) == Usage(input_tokens=3)

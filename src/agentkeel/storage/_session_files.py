@@ -140,14 +140,16 @@ def open_tail(
     tail: Tail | None,
     expected_version: int | None,
     fence: int | None,
+    checked: bool = False,
 ) -> tuple[Tail, int]:
     """The session's tail, checked against the disk, and the commit's fence.
 
-    The commit (version, fence) is checked before a new session is created, so a write
-    that is refused leaves nothing behind: no folder that would make an unknown context
-    look like an existing, empty one.
+    `checked`: the caller has just compared the tail's stamp with the disk. The commit
+    (version, fence) is checked before a new session is created, so a write that is
+    refused leaves nothing behind: no folder that would make an unknown context look
+    like an existing, empty one.
     """
-    if tail is None or _fs.stamp(folder / MESSAGES_FILE) != tail.stamp:
+    if tail is None or (not checked and _fs.stamp(folder / MESSAGES_FILE) != tail.stamp):
         loaded = load(folder, key)  # first use, or changed behind our back
         tail = None if loaded is None else loaded[1]
         _fs.sweep_temp_files(folder)  # what writes killed halfway left behind
@@ -187,10 +189,11 @@ def append(
 ) -> Tail:
     """Commit one turn; `shown` (its messages' `listed`) carries the listing forward.
 
-    With `durable=False` (`FlushedAppends._appends_only` said yes) the run record and the lines are
-    written unsynced: the caller fsyncs both files before it acknowledges the turn.
+    With `durable=False` (`FlushedAppends._appends_only` said yes, having checked the
+    tail against the disk) the run record and the lines are written unsynced: the
+    caller fsyncs both files before it acknowledges the turn.
     """
-    tail, fence = open_tail(folder, key, tail, expected_version, fence)
+    tail, fence = open_tail(folder, key, tail, expected_version, fence, checked=not durable)
     if cut is not None and not 0 <= cut <= tail.count:
         raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
     previous = _listed_before(folder, tail)

@@ -161,7 +161,6 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage,
         encoded_state = None if state is None else encode_json(state)
         async with self._lock(key):
             before = self._cache.get(key)
-            args = (self.path(key), key, before, lines, encoded_state)
             run_line, shown = _records.run_line(run), listed(messages)
             if before is not None and self._appends_only(
                 key, before, lines, encoded_state, cut, run_line
@@ -169,6 +168,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage,
                 commit = (expected_version, fence, cut, shown)
                 tail = await self._append_flushed(key, before, lines, run_line, commit)
             else:
+                args = (self.path(key), key, before, lines, encoded_state)
                 checks = (expected_version, fence, cut, run_line, shown)
                 tail = await self._saving(key, _session_files.append, *args, *checks)
             self._remember(key, tail)
