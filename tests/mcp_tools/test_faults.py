@@ -172,6 +172,28 @@ async def test_a_tool_added_later_is_offered_after_list_changed() -> None:
     assert result.tool_calls[0].status == "success"
 
 
+async def test_a_change_caused_by_the_first_call_after_start_is_heard() -> None:
+    """The list-change subscription is acknowledged before the toolset is ready.
+
+    Nothing runs between the start and the call here, so a subscription still being
+    set up would hear nothing of the change the call announces.
+    """
+    context = RunContext(
+        context_id="ctx-grow",
+        run_id="run-1",
+        state=AgentState(),
+        invocation_state=InvocationState(),
+        agent_name="a",
+    )
+    async with faulty() as server:
+        await server.call("grow", {}, context)
+        with anyio.fail_after(5):
+            while not any(c.stale for c in server._connections.values()):
+                await anyio.sleep(0.02)
+        names = {tool.spec.name for tool in await server.list_tools(context)}
+    assert "extra" in names
+
+
 async def test_an_error_result_of_the_server_is_an_error_tool_result() -> None:
     model = ScriptedModel([call("fail"), "ok"])
     async with faulty() as server:

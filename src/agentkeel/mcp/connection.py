@@ -140,12 +140,12 @@ class MCPConnection:
             async with self._connect() as client:
                 self._client = client
                 await self._list()
-                self.alive = True
-                started = True
-                task_status.started()
                 async with anyio.create_task_group() as group:
                     if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                        group.start_soon(self._listen, client)
+                        await group.start(self._listen, client)
+                    self.alive = True
+                    started = True
+                    task_status.started()
                     await self._closing.wait()
                     group.cancel_scope.cancel()
         except Exception as exc:
@@ -195,14 +195,26 @@ class MCPConnection:
         self.tools = tuple(listed)
         self.stale = False
 
-    async def _listen(self, client: Client) -> None:
-        """On a 2026-era connection, list changes arrive on a subscription stream."""
+    async def _listen(
+        self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """On a 2026-era connection, list changes arrive on a subscription stream.
+
+        The connection opens only once the server has acknowledged the subscription (or
+        refused it): a tool call made at once could otherwise cause a change that is sent
+        before anyone listens, and the next run would be offered the old list.
+        """
+        listening = False
         try:
             async with client.listen(tools_list_changed=True) as subscription:
+                listening = True
+                task_status.started()
                 async for _ in subscription:
                     self.stale = True
         except Exception as exc:
             logger.debug("mcp=<%s> | no list-change subscription: %s", self.label, _describe(exc))
+            if not listening:
+                task_status.started()
 
     async def refresh(self) -> None:
         """Fetch the tool list again if the server said it changed; keeps the old one on error."""
