@@ -15,15 +15,14 @@ Write order, chosen so that a crash between two writes is safe:
   deleted.
 
 On a storage that bundles a commit's writes (`BundledCommitStorage`), the run's token
-counts and (handed over by the server, `CommitFrames`) its retained frames go in the
-same statement as the save: a plain turn's save is one round trip.
+counts and its retained frames (`CommitFrames`) go in the save's one statement.
 
 The manager remembers the session version it loaded or last wrote, and every save
 passes it (and the lease's fencing token, `fence`, when a runtime set one) to storage:
 a save based on a conversation another process moved on is refused with
-ConcurrentWriteError and stores nothing. `moved_on` is the cheap check a server makes
-before each turn, so a cached Agent is reloaded instead of running on stale memory
-(SPEC guarantee 9).
+ConcurrentWriteError and stores nothing. Before each turn `refresh` checks cheaply, so
+a cached Agent catches up instead of running on stale memory (SPEC guarantee 9); a
+runtime may hand it that read, made with the turn's lease (`prefetched`).
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from agentkeel.result import AgentResult, ErrorInfo, Usage
 from agentkeel.run_state import RunState
 from agentkeel.session_records import (
     CommitFrames,
+    Prefetched,
     RestoredSession,
     bundles,
     catches_up_from,
@@ -129,6 +129,8 @@ class SessionManager:
         """The server's frames of the current run, saved with it (set by a runtime)."""
         self.unsaved = UnsavedUsage()
         """Tokens of model calls not stored yet (they go with the run's save)."""
+        self.prefetched: Prefetched | None = None
+        """A catch-up read made with the turn's lease, for `refresh` (at its point only)."""
         self._checkpoint_id: str | None = None
 
     @property
@@ -157,11 +159,22 @@ class SessionManager:
         if not cheap or not catches_up_from(self.storage, held, known, self.version):
             return await self.restore(held) if await self.moved_on() else None
         self._held = None
-        snapshot, look = await self._load(held, known)
+        fetched, self.prefetched = self.prefetched, None
+        if fetched is not None and fetched.point == (self.version, known):
+            snapshot, look = fetched.snapshot, fetched.look
+        else:
+            snapshot, look = await self._load(held, known)
         if snapshot is not None and snapshot.version == self.version and not snapshot.messages:
             self._held = known  # unchanged: the held history and state are the stored ones
             return None
         return await self._restored(snapshot, look, held)
+
+    def catch_up_point(self, held: Sequence[Message]) -> tuple[int, tuple[int, str | None]] | None:
+        """(version, (count, last id)) that `refresh(held)` reads after; None: it reads whole."""
+        known, version = self._held, self.version
+        if not checks_by_catching_up(type(self.storage)) or version is None or known is None:
+            return None
+        return (version, known) if catches_up_from(self.storage, held, known, version) else None
 
     async def _load(
         self, held: Sequence[Message], at: tuple[int, str | None] | None

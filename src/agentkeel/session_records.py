@@ -34,6 +34,7 @@ from agentkeel.storage.usage import UsageStorage
 
 __all__ = [
     "CommitFrames",
+    "Prefetched",
     "RestoredSession",
     "bundles",
     "catches_up",
@@ -41,6 +42,7 @@ __all__ = [
     "checks_by_catching_up",
     "keeps_usage",
     "load_after",
+    "notes_checkpoints",
     "restore_checkpoint",
     "restored_session",
     "run_record",
@@ -151,7 +153,7 @@ async def load_after(
     checkpointer's rows, the same read says whether there is a checkpoint.
     """
     if known is not None and version is not None and catches_up_from(storage, held, known, version):
-        if _notes_checkpoints(storage, checkpointer):
+        if notes_checkpoints(storage, checkpointer):
             noting = cast(_NotingCheckpoints, storage)
             return await noting.load_since_noting_checkpoints(
                 key, version=version, count=known[0], last_id=known[1]
@@ -162,13 +164,27 @@ async def load_after(
     return await storage.load(key), True
 
 
+@dataclass(frozen=True, slots=True)
+class Prefetched:
+    """A catch-up read made for a SessionManager by another statement (the lease's grant).
+
+    `point` is what it caught up from, (version, (message count, last message id)), as
+    `SessionManager.catch_up_point` gave it; `snapshot` and `look` are what `load_after`
+    would have answered there.
+    """
+
+    point: tuple[int, tuple[int, str | None]]
+    snapshot: SessionSnapshot | None
+    look: bool
+
+
 class _NotingCheckpoints(Protocol):
     async def load_since_noting_checkpoints(
         self, key: SessionKey, *, version: int, count: int, last_id: str | None
     ) -> tuple[SessionSnapshot | None, bool]: ...
 
 
-def _notes_checkpoints(storage: SessionStorage, checkpointer: Checkpointer | None) -> bool:
+def notes_checkpoints(storage: SessionStorage, checkpointer: Checkpointer | None) -> bool:
     """Whether `storage`'s catch-up read can tell if `checkpointer` holds a checkpoint."""
     shares = getattr(checkpointer, "shares_schema_with", None)
     return (

@@ -38,6 +38,7 @@ from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, 
 from agentkeel.runtime.done_frames import ride_with_commit
 from agentkeel.runtime.errors import ShuttingDownError
 from agentkeel.runtime.fencing import fence_commits
+from agentkeel.runtime.grant_reads import forget, take_lease
 from agentkeel.runtime.lost_runs import record_lost_run
 from agentkeel.runtime.metrics import ServerMetrics
 from agentkeel.runtime.wire import (
@@ -186,7 +187,9 @@ class TurnRunner:
         lease = self.coordination.lease
         try:
             if job.grant is None:  # first thing: the line keeps the order of arrival
-                job.grant = await lease.acquire(
+                job.grant = await take_lease(
+                    lease,
+                    entry.agent,
                     job.key,
                     ttl=self.coordination.lease_ttl,
                     on_cancel=partial(self.cancel_requested, job, entry),
@@ -215,6 +218,7 @@ class TurnRunner:
             else:
                 job.error = exc
         finally:
+            forget(entry.agent)
             if job.grant is not None:
                 with anyio.CancelScope(shield=True):
                     await self._release(job.key, job.grant)
