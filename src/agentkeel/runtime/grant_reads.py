@@ -21,10 +21,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from agentkeel.agent import Agent
-from agentkeel.errors import AgentkeelError
 from agentkeel.runtime.coordination import CancelHandler, LeaseGrant, RunLease
 from agentkeel.serving import Served
 from agentkeel.session import SessionManager
@@ -70,15 +69,18 @@ async def take_lease(
 ) -> LeaseGrant:
     """`lease.acquire(key)` for a turn of `served`, catching it up in the same trip if it can."""
     read = _catch_up(served)
-    if read is None or not _reads(type(lease)) or not isinstance(lease, ReadingLease):
+    if read is None or not _reads(type(lease)):
         return await lease.acquire(key, ttl=ttl, on_cancel=on_cancel)
-    grant, caught = await lease.acquire_reading(key, read[1], ttl=ttl, on_cancel=on_cancel)
+    reading = cast(ReadingLease, lease)
+    grant, caught = await reading.acquire_reading(key, read[1], ttl=ttl, on_cancel=on_cancel)
     if caught is not None:
         folded, row = caught
         try:
             snapshot, look = folded.decode(row)
-        except AgentkeelError:  # the Agent's own read says what is wrong
-            logger.warning("session=<%s> | a folded catch-up did not decode", key.session_id)
+        except Exception as exc:  # the grant is held: the Agent's own read says what is wrong
+            logger.warning(
+                "session=<%s> | a folded catch-up did not decode: %r", key.session_id, exc
+            )
         else:
             read[0].prefetched = Prefetched(folded.point, snapshot, look)
     return grant

@@ -161,12 +161,11 @@ class PostgresRunLease:
     ) -> tuple[LeaseGrant, Caught]:
         """`acquire` (waiting), and `read()`'s catch-up made by the statement that grants.
 
-        `read` is asked before each statement (what it reads from may move while the
-        call waits). The read comes back only when it ran on this lease's database and
-        the statement's snapshot holds every commit of the earlier grants (`_TRUSTED`
-        in `pg_lease_sql`); else None, and the caller reads on its own.
+        `read` is asked before each statement (what it reads from may move meanwhile).
+        The read comes back only if it is of this database, and the statement's snapshot
+        holds every earlier grant's commit (`pg_lease_sql._TRUSTED`); else None.
         """
-        won, ticket, read_back = await self._enter(key, time.time(), ttl, self._fold(read))
+        won, ticket, read_back = await self._enter(key, time.time(), ttl, self._fold(key, read))
         if won is not None:
             return self._granted(won, on_cancel), read_back
         woken = anyio.Event()
@@ -174,7 +173,7 @@ class PostgresRunLease:
         try:
             refreshed = anyio.current_time()
             while True:
-                won, read_back = await self._try(key, ticket, ttl, self._fold(read))
+                won, read_back = await self._try(key, ticket, ttl, self._fold(key, read))
                 if won is not None:
                     return self._granted(won, on_cancel), read_back
                 with anyio.move_on_after(_POLL_SECONDS * 4):
@@ -332,24 +331,25 @@ class PostgresRunLease:
         grant = LeaseGrant(key=key, fence=int(str(row[0])), ttl=ttl, taken_over=row[1] is True)
         return grant, caught(folded, row, 2)
 
-    def _fold(self, read: Callable[[], FoldedCatchUp | None]) -> FoldedCatchUp | None:
-        """The catch-up `read` asks for, if it is on this lease's database and schema."""
+    def _fold(
+        self, key: SessionKey, read: Callable[[], FoldedCatchUp | None]
+    ) -> FoldedCatchUp | None:
+        """The catch-up `read` asks for, if it is of `key` on this lease's database."""
         folded = read()
         if folded is None or (folded.dsn, folded.schema) != (self.pool.dsn, self.pool.schema):
             return None
-        return folded
+        return folded if tuple(folded.params[name] for name in "pdc") == who(key) else None
 
     @staticmethod
     def _params(
         key: SessionKey, ticket: int | None, ttl: float | None, folded: FoldedCatchUp | None
     ) -> dict[str, object]:
         principal, definition, context_id = who(key)
-        own: dict[str, object] = {"p": principal, "d": definition, "c": context_id}
-        if folded is not None and any(folded.params[name] != own[name] for name in own):
-            raise ValueError("a folded catch-up read is of another context")
         return {
             **({} if folded is None else folded.params),
-            **own,
+            "p": principal,
+            "d": definition,
+            "c": context_id,
             "stale": STALE_SECONDS,
             "ticket": ticket,
             "ttl": ttl,
