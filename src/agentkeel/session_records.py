@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import CorruptSessionError
@@ -31,17 +31,23 @@ from agentkeel.storage.base import (
 )
 from agentkeel.storage.bundled import BundledCommitStorage
 from agentkeel.storage.usage import UsageStorage
+from agentkeel.usage import TokenBudgets, UsageMeter
+
+if TYPE_CHECKING:
+    from agentkeel.session import SessionManager
 
 __all__ = [
     "CommitFrames",
     "Prefetched",
     "RestoredSession",
     "bundles",
+    "catch_up_point",
     "catches_up",
     "catches_up_from",
     "checks_by_catching_up",
     "keeps_usage",
     "load_after",
+    "meter_for",
     "notes_checkpoints",
     "restore_checkpoint",
     "restored_session",
@@ -133,6 +139,25 @@ def catches_up_from(
         and held[known[0] - 1].id == known[1]
         and catches_up(type(storage))
     )
+
+
+def catch_up_point(
+    storage: SessionStorage,
+    held: Sequence[Message],
+    known: tuple[int, str | None] | None,
+    version: int | None,
+) -> tuple[int, tuple[int, str | None]] | None:
+    """(version, `known`) when `SessionManager.refresh` reads after it in one cheap read."""
+    if not checks_by_catching_up(type(storage)) or version is None or known is None:
+        return None
+    return (version, known) if catches_up_from(storage, held, known, version) else None
+
+
+def meter_for(manager: SessionManager | None, budgets: TokenBudgets) -> UsageMeter | None:
+    """The session's meter (kept in storage); without a session, one only for budgets."""
+    if manager is not None:
+        return manager.meter(budgets)
+    return UsageMeter(budgets) if budgets.any else None
 
 
 async def load_after(

@@ -46,6 +46,7 @@ from agentkeel.runtime.pg_lease_sql import (
     Caught,
     caught,
     enter_reading,
+    folded_for,
     key_of,
     lost,
     message,
@@ -143,7 +144,7 @@ class PostgresRunLease:
         empty: a later caller never overtakes one whose ticket is in.
         """
         if not wait:
-            won, _ = await self._try(key, None, ttl)
+            won, _ = await self._try(key, None, ttl, None)
             if won is None:
                 raise RunInProgressError(
                     f"context {key.context_id} is running a turn; try again when it ends"
@@ -165,7 +166,9 @@ class PostgresRunLease:
         The read comes back only if it is of this database, and the statement's snapshot
         holds every earlier grant's commit (`pg_lease_sql._TRUSTED`); else None.
         """
-        won, ticket, read_back = await self._enter(key, time.time(), ttl, self._fold(key, read))
+        won, ticket, read_back = await self._enter(
+            key, time.time(), ttl, folded_for(key, read(), self.pool)
+        )
         if won is not None:
             return self._granted(won, on_cancel), read_back
         woken = anyio.Event()
@@ -173,7 +176,9 @@ class PostgresRunLease:
         try:
             refreshed = anyio.current_time()
             while True:
-                won, read_back = await self._try(key, ticket, ttl, self._fold(key, read))
+                won, read_back = await self._try(
+                    key, ticket, ttl, folded_for(key, read(), self.pool)
+                )
                 if won is not None:
                     return self._granted(won, on_cancel), read_back
                 with anyio.move_on_after(_POLL_SECONDS * 4):
@@ -312,11 +317,7 @@ class PostgresRunLease:
             )
 
     async def _try(
-        self,
-        key: SessionKey,
-        ticket: int | None,
-        ttl: float | None,
-        folded: FoldedCatchUp | None = None,
+        self, key: SessionKey, ticket: int | None, ttl: float | None, folded: FoldedCatchUp | None
     ) -> tuple[LeaseGrant | None, Caught]:
         """One attempt, one statement: the grant, or None (held, or not our turn).
 
@@ -330,15 +331,6 @@ class PostgresRunLease:
             return None, None
         grant = LeaseGrant(key=key, fence=int(str(row[0])), ttl=ttl, taken_over=row[1] is True)
         return grant, caught(folded, row, 2)
-
-    def _fold(
-        self, key: SessionKey, read: Callable[[], FoldedCatchUp | None]
-    ) -> FoldedCatchUp | None:
-        """The catch-up `read` asks for, if it is of `key` on this lease's database."""
-        folded = read()
-        if folded is None or (folded.dsn, folded.schema) != (self.pool.dsn, self.pool.schema):
-            return None
-        return folded if tuple(folded.params[name] for name in "pdc") == who(key) else None
 
     @staticmethod
     def _params(

@@ -13,7 +13,7 @@ from agentkeel.errors import AgentkeelError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.coordination import LeaseGrant, LeaseLostError
 from agentkeel.storage.base import SessionKey
-from agentkeel.storage.postgres_pool import Row
+from agentkeel.storage.postgres_pool import PostgresPool, Row, who
 from agentkeel.storage.postgres_since import FoldedCatchUp
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "TRY",
     "caught",
     "enter_reading",
+    "folded_for",
     "key_of",
     "lost",
     "message",
@@ -146,6 +147,15 @@ def try_reading(query: str) -> str:
 
 Caught = tuple[FoldedCatchUp, Row | None] | None
 """A catch-up read made with a grant, and the row it found (None: no session row)."""
+
+
+def folded_for(
+    key: SessionKey, folded: FoldedCatchUp | None, pool: PostgresPool
+) -> FoldedCatchUp | None:
+    """`folded` if it is a read of `key` on `pool`'s database and schema, else None."""
+    if folded is None or (folded.dsn, folded.schema) != (pool.dsn, pool.schema):
+        return None
+    return folded if tuple(folded.params[name] for name in "pdc") == who(key) else None
 
 
 def caught(folded: FoldedCatchUp | None, row: Row, at: int) -> Caught:
