@@ -15,15 +15,14 @@ Write order, chosen so that a crash between two writes is safe:
   deleted.
 
 On a storage that bundles a commit's writes (`BundledCommitStorage`), the run's token
-counts and (handed over by the server, `CommitFrames`) its retained frames go in the
-same statement as the save: a plain turn's save is one round trip.
+counts and its retained frames (`CommitFrames`) go in the save's one statement.
 
 The manager remembers the session version it loaded or last wrote, and every save
 passes it (and the lease's fencing token, `fence`, when a runtime set one) to storage:
 a save based on a conversation another process moved on is refused with
-ConcurrentWriteError and stores nothing. `moved_on` is the cheap check a server makes
-before each turn, so a cached Agent is reloaded instead of running on stale memory
-(SPEC guarantee 9).
+ConcurrentWriteError and stores nothing. Before each turn `refresh` checks cheaply (or
+takes the read made with the turn's lease, `prefetched`), so a cached Agent catches up
+instead of running on stale memory (SPEC guarantee 9).
 """
 
 from __future__ import annotations
@@ -43,12 +42,13 @@ from agentkeel.result import AgentResult, ErrorInfo, Usage
 from agentkeel.run_state import RunState
 from agentkeel.session_records import (
     CommitFrames,
+    Prefetched,
     RestoredSession,
     bundles,
-    catches_up_from,
-    checks_by_catching_up,
+    catch_up_point,
     keeps_usage,
     load_after,
+    meter_for,
     restore_checkpoint,
     restored_session,
     run_record,
@@ -129,6 +129,7 @@ class SessionManager:
         """The server's frames of the current run, saved with it (set by a runtime)."""
         self.unsaved = UnsavedUsage()
         """Tokens of model calls not stored yet (they go with the run's save)."""
+        self.prefetched: Prefetched | None = None  # the catch-up made with the turn's lease
         self._checkpoint_id: str | None = None
 
     @property
@@ -153,8 +154,7 @@ class SessionManager:
         When `restore` would catch up, that read (as cheap as `moved_on`) is the check.
         """
         known = self._held
-        cheap = checks_by_catching_up(type(self.storage))
-        if not cheap or not catches_up_from(self.storage, held, known, self.version):
+        if catch_up_point(self.storage, held, known, self.version) is None:
             return await self.restore(held) if await self.moved_on() else None
         self._held = None
         snapshot, look = await self._load(held, known)
@@ -163,9 +163,16 @@ class SessionManager:
             return None
         return await self._restored(snapshot, look, held)
 
+    def catch_up_point(self, held: Sequence[Message]) -> tuple[int, tuple[int, str | None]] | None:
+        """(version, (count, last id)) that `refresh(held)` reads after; None: it reads whole."""
+        return catch_up_point(self.storage, held, self._held, self.version)
+
     async def _load(
         self, held: Sequence[Message], at: tuple[int, str | None] | None
     ) -> tuple[SessionSnapshot | None, bool]:
+        fetched, self.prefetched = self.prefetched, None
+        if fetched is not None and fetched.point == (self.version, at):
+            return fetched.snapshot, fetched.look
         return await load_after(self.storage, self.key, held, at, self.version, self.checkpointer)
 
     async def _restored(
@@ -391,10 +398,3 @@ class SessionManager:
             await self.checkpointer.delete_thread(self.key)
         await self.storage.delete(self.key)
         self._checkpoint_id = None
-
-
-def meter_for(manager: SessionManager | None, budgets: TokenBudgets) -> UsageMeter | None:
-    """The session's meter (kept in storage); without a session, one only for budgets."""
-    if manager is not None:
-        return manager.meter(budgets)
-    return UsageMeter(budgets) if budgets.any else None

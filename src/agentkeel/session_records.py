@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import CorruptSessionError
@@ -31,16 +31,24 @@ from agentkeel.storage.base import (
 )
 from agentkeel.storage.bundled import BundledCommitStorage
 from agentkeel.storage.usage import UsageStorage
+from agentkeel.usage import TokenBudgets, UsageMeter
+
+if TYPE_CHECKING:
+    from agentkeel.session import SessionManager
 
 __all__ = [
     "CommitFrames",
+    "Prefetched",
     "RestoredSession",
     "bundles",
+    "catch_up_point",
     "catches_up",
     "catches_up_from",
     "checks_by_catching_up",
     "keeps_usage",
     "load_after",
+    "meter_for",
+    "notes_checkpoints",
     "restore_checkpoint",
     "restored_session",
     "run_record",
@@ -133,6 +141,25 @@ def catches_up_from(
     )
 
 
+def catch_up_point(
+    storage: SessionStorage,
+    held: Sequence[Message],
+    known: tuple[int, str | None] | None,
+    version: int | None,
+) -> tuple[int, tuple[int, str | None]] | None:
+    """(version, `known`) when `SessionManager.refresh` reads after it in one cheap read."""
+    if not checks_by_catching_up(type(storage)) or version is None or known is None:
+        return None
+    return (version, known) if catches_up_from(storage, held, known, version) else None
+
+
+def meter_for(manager: SessionManager | None, budgets: TokenBudgets) -> UsageMeter | None:
+    """The session's meter (kept in storage); without a session, one only for budgets."""
+    if manager is not None:
+        return manager.meter(budgets)
+    return UsageMeter(budgets) if budgets.any else None
+
+
 async def load_after(
     storage: SessionStorage,
     key: SessionKey,
@@ -151,7 +178,7 @@ async def load_after(
     checkpointer's rows, the same read says whether there is a checkpoint.
     """
     if known is not None and version is not None and catches_up_from(storage, held, known, version):
-        if _notes_checkpoints(storage, checkpointer):
+        if notes_checkpoints(storage, checkpointer):
             noting = cast(_NotingCheckpoints, storage)
             return await noting.load_since_noting_checkpoints(
                 key, version=version, count=known[0], last_id=known[1]
@@ -162,13 +189,27 @@ async def load_after(
     return await storage.load(key), True
 
 
+@dataclass(frozen=True, slots=True)
+class Prefetched:
+    """A catch-up read made for a SessionManager by another statement (the lease's grant).
+
+    `point` is what it caught up from, (version, (message count, last message id)), as
+    `SessionManager.catch_up_point` gave it; `snapshot` and `look` are what `load_after`
+    would have answered there.
+    """
+
+    point: tuple[int, tuple[int, str | None]]
+    snapshot: SessionSnapshot | None
+    look: bool
+
+
 class _NotingCheckpoints(Protocol):
     async def load_since_noting_checkpoints(
         self, key: SessionKey, *, version: int, count: int, last_id: str | None
     ) -> tuple[SessionSnapshot | None, bool]: ...
 
 
-def _notes_checkpoints(storage: SessionStorage, checkpointer: Checkpointer | None) -> bool:
+def notes_checkpoints(storage: SessionStorage, checkpointer: Checkpointer | None) -> bool:
     """Whether `storage`'s catch-up read can tell if `checkpointer` holds a checkpoint."""
     shares = getattr(checkpointer, "shares_schema_with", None)
     return (

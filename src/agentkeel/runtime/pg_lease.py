@@ -26,7 +26,7 @@ import contextlib
 import itertools
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -43,16 +43,23 @@ from agentkeel.runtime.pg_lease_sql import (
     RELEASE,
     TABLES,
     TRY,
+    Caught,
+    caught,
+    enter_reading,
+    folded_for,
     key_of,
     lost,
     message,
     payload,
+    try_reading,
 )
 from agentkeel.runtime.pg_notify import PgNotifier
 from agentkeel.storage.base import SessionKey
 from agentkeel.storage.postgres_pool import PostgresPool, Row, who
+from agentkeel.storage.postgres_since import FoldedCatchUp
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "STALE_SECONDS", "PostgresRunLease"]
+
 
 DEFAULT_LEASE_SECONDS = 15.0
 STALE_SECONDS = 5.0
@@ -137,23 +144,43 @@ class PostgresRunLease:
         empty: a later caller never overtakes one whose ticket is in.
         """
         if not wait:
-            won = await self._try(key, None, ttl)
+            won, _ = await self._try(key, None, ttl, None)
             if won is None:
                 raise RunInProgressError(
                     f"context {key.context_id} is running a turn; try again when it ends"
                 )
             return self._granted(won, on_cancel)
-        won, ticket = await self._enter(key, time.time(), ttl)
+        return (await self.acquire_reading(key, lambda: None, ttl=ttl, on_cancel=on_cancel))[0]
+
+    async def acquire_reading(
+        self,
+        key: SessionKey,
+        read: Callable[[], FoldedCatchUp | None],
+        *,
+        ttl: float | None = None,
+        on_cancel: CancelHandler | None = None,
+    ) -> tuple[LeaseGrant, Caught]:
+        """`acquire` (waiting), and `read()`'s catch-up made by the statement that grants.
+
+        `read` is asked before each statement (what it reads from may move meanwhile).
+        The read comes back only if it is of this database, and the statement's snapshot
+        holds every earlier grant's commit (`pg_lease_sql._TRUSTED`); else None.
+        """
+        won, ticket, read_back = await self._enter(
+            key, time.time(), ttl, folded_for(key, read(), self.pool)
+        )
         if won is not None:
-            return self._granted(won, on_cancel)
+            return self._granted(won, on_cancel), read_back
         woken = anyio.Event()
         self._wakers.setdefault(key, set()).add(woken)
         try:
             refreshed = anyio.current_time()
             while True:
-                won = await self._try(key, ticket, ttl)
+                won, read_back = await self._try(
+                    key, ticket, ttl, folded_for(key, read(), self.pool)
+                )
                 if won is not None:
-                    return self._granted(won, on_cancel)
+                    return self._granted(won, on_cancel), read_back
                 with anyio.move_on_after(_POLL_SECONDS * 4):
                     await woken.wait()
                 woken = self._rewake(key, woken)
@@ -237,15 +264,16 @@ class PostgresRunLease:
     # -- the line ----------------------------------------------------------------------
 
     async def _enter(
-        self, key: SessionKey, arrived: float, ttl: float | None
-    ) -> tuple[LeaseGrant | None, int]:
+        self, key: SessionKey, arrived: float, ttl: float | None, folded: FoldedCatchUp | None
+    ) -> tuple[LeaseGrant | None, int, Caught]:
         """The grant (a free context nobody waits for), or a ticket in the line.
 
         One statement at a time from this process, in call order (the lock is fair), on
         a connection of its own: a later caller that got a pooled connection sooner must
         not jump the line.
         """
-        params = {**self._params(key, None, ttl), "arrived": arrived}
+        params = {**self._params(key, None, ttl, folded), "arrived": arrived}
+        statement = self.pool._sql(ENTER if folded is None else enter_reading(folded.query))
         async with self._joining:
             conn = self._line_connection
             if conn is None or conn.closed:
@@ -256,7 +284,6 @@ class PostgresRunLease:
                 except psycopg.Error:
                     conn = None
                 self._line_connection = conn
-            statement = self.pool._sql(ENTER)
             row: tuple[object, ...] | None = None
             if conn is not None:
                 try:
@@ -267,11 +294,11 @@ class PostgresRunLease:
                 async with self.pool._connection() as pooled:  # the pool reports what is wrong
                     row = await (await pooled.execute(statement, params)).fetchone()
         assert row is not None
-        fence, prior, ticket = row
+        fence, prior, ticket = row[:3]
         if fence is not None:
             grant = LeaseGrant(key=key, fence=int(str(fence)), ttl=ttl, taken_over=prior is True)
-            return grant, 0
-        return None, int(str(ticket))
+            return grant, 0, caught(folded, row, 3)
+        return None, int(str(ticket)), None
 
     async def _refresh(self, ticket: int) -> None:
         await self._one(
@@ -290,23 +317,28 @@ class PostgresRunLease:
             )
 
     async def _try(
-        self, key: SessionKey, ticket: int | None, ttl: float | None
-    ) -> LeaseGrant | None:
+        self, key: SessionKey, ticket: int | None, ttl: float | None, folded: FoldedCatchUp | None
+    ) -> tuple[LeaseGrant | None, Caught]:
         """One attempt, one statement: the grant, or None (held, or not our turn).
 
         Without a ticket it takes only a free context that nobody waits for. The upsert
         locks the context's row, and its ``WHERE`` is checked again on the row's latest
         version, so two replicas trying at once never both get it.
         """
-        row = await self._one(TRY, self._params(key, ticket, ttl))
+        statement = TRY if folded is None else try_reading(folded.query)
+        row = await self._one(statement, self._params(key, ticket, ttl, folded))
         if row is None:
-            return None
-        return LeaseGrant(key=key, fence=int(str(row[0])), ttl=ttl, taken_over=row[1] is True)
+            return None, None
+        grant = LeaseGrant(key=key, fence=int(str(row[0])), ttl=ttl, taken_over=row[1] is True)
+        return grant, caught(folded, row, 2)
 
     @staticmethod
-    def _params(key: SessionKey, ticket: int | None, ttl: float | None) -> dict[str, object]:
+    def _params(
+        key: SessionKey, ticket: int | None, ttl: float | None, folded: FoldedCatchUp | None
+    ) -> dict[str, object]:
         principal, definition, context_id = who(key)
         return {
+            **({} if folded is None else folded.params),
             "p": principal,
             "d": definition,
             "c": context_id,

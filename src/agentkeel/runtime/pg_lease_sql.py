@@ -6,24 +6,32 @@ what makes it safe beside it. ``{s}`` is the schema (`PostgresPool._sql` fills i
 
 from __future__ import annotations
 
+import functools
 import json
 
 from agentkeel.errors import AgentkeelError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.coordination import LeaseGrant, LeaseLostError
 from agentkeel.storage.base import SessionKey
+from agentkeel.storage.postgres_pool import PostgresPool, Row, who
+from agentkeel.storage.postgres_since import FoldedCatchUp
 
 __all__ = [
     "ENTER",
+    "Caught",
     "KEY",
     "LIVE",
     "RELEASE",
     "TABLES",
     "TRY",
+    "caught",
+    "enter_reading",
+    "folded_for",
     "key_of",
     "lost",
     "message",
     "payload",
+    "try_reading",
 ]
 
 TABLES = (
@@ -68,7 +76,7 @@ def _grant(allowed: str) -> str:
     )
 
 
-TRY = (
+_TRY_CTES = (
     f"WITH {_HEAD}, "
     + _grant(
         "CASE WHEN %(ticket)s::bigint IS NULL THEN NOT EXISTS (SELECT 1 FROM head)"
@@ -76,22 +84,87 @@ TRY = (
     )
     + ", gone AS (DELETE FROM {s}.lease_line WHERE ticket = %(ticket)s::bigint"
     " AND EXISTS (SELECT 1 FROM granted))"
-    " SELECT fence, coalesce((SELECT held FROM prior), false) FROM granted"
 )
+TRY = _TRY_CTES + " SELECT fence, coalesce((SELECT held FROM prior), false) FROM granted"
 """One attempt: with a ticket, only at the head of the line; without, only for an empty line."""
 
-ENTER = (
+_ENTER_CTES = (
     f"WITH {_HEAD}, "
     + _grant("NOT EXISTS (SELECT 1 FROM head)")
     + ", joined AS (INSERT INTO {s}.lease_line (principal, definition, context_id, arrived)"
     " SELECT %(p)s, %(d)s, %(c)s, %(arrived)s WHERE NOT EXISTS (SELECT 1 FROM granted)"
     " RETURNING ticket)"
-    " SELECT (SELECT fence FROM granted), coalesce((SELECT held FROM prior), false),"
+)
+ENTER = (
+    _ENTER_CTES + " SELECT (SELECT fence FROM granted), coalesce((SELECT held FROM prior), false),"
     " (SELECT ticket FROM joined)"
 )
 """Arriving, in one round trip: the grant when nobody waits and the row is free, else a
 ticket at the end of the line. Taking a free context at once is what taking a ticket
 and being its head would give, minus the second trip."""
+
+_TRUSTED = "coalesce((SELECT NOT held FROM prior), false)"
+"""Whether a read in the grant's statement sees every commit of the previous grants.
+
+Only when the row was free in the statement's snapshot: a holder commits before it
+releases, so its commits are in that snapshot too. The upsert grants on the row's latest
+version, which may be a release (or an expiry) the snapshot predates: a read in the same
+statement could then miss the last holder's turn, so the caller reads again instead.
+A context's first grant (no row yet) is not trusted either."""
+
+
+@functools.cache
+def enter_reading(query: str) -> str:
+    """`ENTER`, then `query` in the same snapshot when it granted and `_TRUSTED` holds.
+
+    Columns: fence, taken over, ticket, whether the read is there, then the read's own
+    (all NULL when it found no row, or was not made).
+    """
+    return (
+        _ENTER_CTES + ", g AS (SELECT (SELECT fence FROM granted) AS fence,"
+        " coalesce((SELECT held FROM prior), false) AS prior, (SELECT ticket FROM joined)"
+        f" AS ticket, {_TRUSTED} AS trusted)"
+        " SELECT g.fence, g.prior, g.ticket, g.fence IS NOT NULL AND g.trusted, r.* FROM g"
+        f" LEFT JOIN LATERAL (SELECT * FROM ({query}) q"
+        " WHERE g.fence IS NOT NULL AND g.trusted) r ON true"
+    )
+
+
+@functools.cache
+def try_reading(query: str) -> str:
+    """`TRY`, then `query` in the same snapshot when `_TRUSTED` holds.
+
+    Columns (a row only for a grant): fence, taken over, whether the read is there, then
+    the read's own.
+    """
+    return (
+        _TRY_CTES + ", g AS (SELECT fence, coalesce((SELECT held FROM prior), false) AS prior,"
+        f" {_TRUSTED} AS trusted FROM granted)"
+        " SELECT g.fence, g.prior, g.trusted, r.* FROM g"
+        f" LEFT JOIN LATERAL (SELECT * FROM ({query}) q WHERE g.trusted) r ON true"
+    )
+
+
+Caught = tuple[FoldedCatchUp, Row | None] | None
+"""A catch-up read made with a grant, and the row it found (None: no session row)."""
+
+
+def folded_for(
+    key: SessionKey, folded: FoldedCatchUp | None, pool: PostgresPool
+) -> FoldedCatchUp | None:
+    """`folded` if it is a read of `key` on `pool`'s database and schema, else None."""
+    if folded is None or (folded.dsn, folded.schema) != (pool.dsn, pool.schema):
+        return None
+    return folded if tuple(folded.params[name] for name in "pdc") == who(key) else None
+
+
+def caught(folded: FoldedCatchUp | None, row: Row, at: int) -> Caught:
+    """The folded read in a grant statement's `row` (its flag at `at`), if it was made."""
+    if folded is None or row[at] is not True:
+        return None
+    found = row[at + 1 :]
+    return folded, None if found[0] is None else tuple(found)
+
 
 RELEASE = (
     "WITH released AS (UPDATE {s}.lease_rows SET held = false, expires_at = NULL"

@@ -38,8 +38,10 @@ from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, 
 from agentkeel.runtime.done_frames import ride_with_commit
 from agentkeel.runtime.errors import ShuttingDownError
 from agentkeel.runtime.fencing import fence_commits
+from agentkeel.runtime.grant_reads import forget, take_lease
 from agentkeel.runtime.lost_runs import record_lost_run
 from agentkeel.runtime.metrics import ServerMetrics
+from agentkeel.runtime.renewals import Renewals
 from agentkeel.runtime.wire import (
     SendRequest,
     done_frame,
@@ -120,29 +122,19 @@ class TurnRunner:
         """Set by the shutdown: a turn whose lease comes now is abandoned."""
         self.group: TaskGroup | None = None
         """The server's task group (the lease renewals run there)."""
+        self.renewals = Renewals(coordination.lease)
         self.running = 0
         """Turns running now (past their wait for the lease)."""
         self.idle = anyio.Event()
         """Set while no turn runs."""
         self.idle.set()
 
-    async def _keep_renewed(
-        self, job: RunJob, entry: ContextEntry, scope: anyio.CancelScope
-    ) -> None:
-        """Renew the turn's lease while it runs; a turn that lost it is cancelled."""
-        with scope:
-            while job.grant is not None and job.grant.ttl is not None:
-                await anyio.sleep(job.grant.ttl / 3)
-                try:
-                    job.grant = await self.coordination.lease.renew(job.grant)
-                except Exception as exc:
-                    logger.warning(
-                        "session=<%s> | the turn lost its lease, cancelling it: %r",
-                        job.key.session_id,
-                        exc,
-                    )
-                    entry.agent.cancel()
-                    return
+    def _lost_lease(self, job: RunJob, entry: ContextEntry, exc: Exception) -> None:
+        """A renewal of the turn's lease failed: cancel the turn (another may run it)."""
+        logger.warning(
+            "session=<%s> | the turn lost its lease, cancelling it: %r", job.key.session_id, exc
+        )
+        entry.agent.cancel()
 
     def cancel_requested(self, job: RunJob, entry: ContextEntry, run_id: str, drop: bool) -> bool:
         """The cancel control message reached this process, which holds the context.
@@ -186,7 +178,9 @@ class TurnRunner:
         lease = self.coordination.lease
         try:
             if job.grant is None:  # first thing: the line keeps the order of arrival
-                job.grant = await lease.acquire(
+                job.grant = await take_lease(
+                    lease,
+                    entry.agent,
                     job.key,
                     ttl=self.coordination.lease_ttl,
                     on_cancel=partial(self.cancel_requested, job, entry),
@@ -194,9 +188,14 @@ class TurnRunner:
             await self._admit(job, job.grant)
             fence = job.grant.fence if self.coordination.fenced else None
             fence_commits(entry.agent, fence)
-            renewal = anyio.CancelScope()
+            renewal = None
             if job.grant.ttl is not None and self.group is not None:
-                self.group.start_soon(self._keep_renewed, job, entry, renewal)
+                renewal = self.renewals.add(
+                    job.grant,
+                    self.group,
+                    on_renewed=partial(setattr, job, "grant"),
+                    on_lost=partial(self._lost_lease, job, entry),
+                )
             self.running += 1
             if self.running == 1:
                 self.idle = anyio.Event()
@@ -204,7 +203,8 @@ class TurnRunner:
             try:
                 await self._run(job, entry, request)
             finally:
-                renewal.cancel()
+                if renewal is not None:
+                    self.renewals.remove(renewal)
                 self.running -= 1
                 self.metrics.active_runs.dec()
                 if not self.running:
@@ -215,6 +215,7 @@ class TurnRunner:
             else:
                 job.error = exc
         finally:
+            forget(entry.agent)
             if job.grant is not None:
                 with anyio.CancelScope(shield=True):
                     await self._release(job.key, job.grant)
