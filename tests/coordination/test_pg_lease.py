@@ -15,7 +15,7 @@ from psycopg import sql
 
 from agentkeel.errors import ConcurrentWriteError
 from agentkeel.messages import JSONObject, Message
-from agentkeel.runtime.coordination import LeaseGrant
+from agentkeel.runtime.coordination import LeaseGrant, LeaseLostError
 from agentkeel.runtime.pg_lease import PostgresRunLease
 from agentkeel.storage.base import SessionKey
 from agentkeel.storage.postgres import PostgresStorage
@@ -81,6 +81,33 @@ async def test_a_free_context_is_taken_without_a_ticket(pg_database: str, pg_sch
         assert second.fence == first.fence + 1
         assert await lease.release(second)
         assert not await _ticket_taken(pg_database, pg_schema)  # one statement each
+
+
+async def test_a_renewal_after_its_release_leaves_the_next_holder_reachable(
+    pg_database: str, pg_schema: str
+) -> None:
+    """A renewal still in flight when its turn released fails, and only for that turn.
+
+    The next turn of the context on this process holds it now: a cancel sent for its run
+    must still reach it.
+    """
+    key = SessionKey(definition="chat", context_id="ctx-renewed-late")
+    lease = PostgresRunLease(PostgresPool(pg_database, schema=pg_schema, pool_size=2))
+    told: list[str] = []
+
+    def on_cancel(run_id: str, drop: bool) -> bool:
+        told.append(run_id)
+        return True
+
+    async with lease.running():
+        first = await lease.acquire(key, ttl=30)
+        assert await lease.release(first)
+        second = await lease.acquire(key, ttl=30, on_cancel=on_cancel)
+        with pytest.raises(LeaseLostError):
+            await lease.renew(first)
+        assert await lease.cancel(key, "run-2")
+        assert await lease.release(second)
+    assert told == ["run-2"]
 
 
 async def _ticket_taken(database: str, schema: str) -> bool:

@@ -206,8 +206,10 @@ class PostgresRunLease:
             f" WHERE {KEY} AND fence = %s AND held AND {LIVE} RETURNING fence",
             (grant.ttl, grant.ttl, *who(grant.key), grant.fence),
         )
-        if row is None:
-            self._held.pop(grant.key, None)
+        if row is None:  # a renewal that ran past its turn's release must not drop the next's
+            held = self._held.get(grant.key)
+            if held is not None and held.grant == grant:
+                del self._held[grant.key]
             raise lost(grant)
         return grant
 
