@@ -43,6 +43,18 @@ def pid_of(output: object) -> int:
     return pid
 
 
+def run_context(context_id: str, principal: str | None = None) -> RunContext:
+    """The context a call runs in, as a turn of agent ``a`` would give it."""
+    return RunContext(
+        context_id=context_id,
+        run_id="run-1",
+        state=AgentState(),
+        invocation_state=InvocationState(),
+        agent_name="a",
+        principal=principal,
+    )
+
+
 async def test_a_server_killed_mid_call_gives_an_error_result_then_a_working_call() -> None:
     model = ScriptedModel([call("whoami"), "a", call("crash"), "b", call("whoami"), "c"])
     async with faulty() as server:
@@ -126,14 +138,7 @@ async def test_an_unopened_server_gives_error_results_not_a_crash() -> None:
 
 async def test_identity_in_meta_prefix_and_allow_list() -> None:
     server = faulty(identity="meta", prefix="f_", tools=["whoami", "slow"])
-    context = RunContext(
-        context_id="ctx-meta",
-        run_id="run-1",
-        state=AgentState(),
-        invocation_state=InvocationState(),
-        agent_name="a",
-        principal="alice",
-    )
+    context = run_context("ctx-meta", "alice")
     async with server:
         names = [tool.name for tool in await server.list_tools(context)]
         output = await server.call("whoami", {}, context)
@@ -145,14 +150,7 @@ async def test_identity_in_meta_prefix_and_allow_list() -> None:
 
 
 async def test_without_identity_nothing_about_the_caller_is_sent() -> None:
-    context = RunContext(
-        context_id="ctx-private",
-        run_id="run-1",
-        state=AgentState(),
-        invocation_state=InvocationState(),
-        agent_name="a",
-        principal="alice",
-    )
+    context = run_context("ctx-private", "alice")
     async with faulty() as server:
         output = await server.call("whoami", {}, context)
     assert "ctx-private" not in json.dumps(output) and "alice" not in json.dumps(output)
@@ -178,13 +176,7 @@ async def test_a_change_caused_by_the_first_call_after_start_is_heard() -> None:
     Nothing runs between the start and the call here, so a subscription still being
     set up would hear nothing of the change the call announces.
     """
-    context = RunContext(
-        context_id="ctx-grow",
-        run_id="run-1",
-        state=AgentState(),
-        invocation_state=InvocationState(),
-        agent_name="a",
-    )
+    context = run_context("ctx-grow")
     async with faulty() as server:
         await server.call("grow", {}, context)
         with anyio.fail_after(5):
@@ -203,23 +195,14 @@ async def test_an_error_result_of_the_server_is_an_error_tool_result() -> None:
 
 
 async def test_per_context_connections_are_separate_and_released() -> None:
-    def context(context_id: str) -> RunContext:
-        return RunContext(
-            context_id=context_id,
-            run_id="run-1",
-            state=AgentState(),
-            invocation_state=InvocationState(),
-            agent_name="a",
-        )
-
     async with faulty(per_context=True) as server:
         assert server._connections == {}  # the start-up probe closed again
-        one = pid_of(await server.call("whoami", {}, context("ctx-1")))
-        two = pid_of(await server.call("whoami", {}, context("ctx-2")))
-        again = pid_of(await server.call("whoami", {}, context("ctx-1")))
+        one = pid_of(await server.call("whoami", {}, run_context("ctx-1")))
+        two = pid_of(await server.call("whoami", {}, run_context("ctx-2")))
+        again = pid_of(await server.call("whoami", {}, run_context("ctx-1")))
         await server.release(None, "ctx-1")
         assert set(server._connections) == {(None, "ctx-2")}
-        fresh = pid_of(await server.call("whoami", {}, context("ctx-1")))
+        fresh = pid_of(await server.call("whoami", {}, run_context("ctx-1")))
     assert one == again != two
     assert fresh != one
 
@@ -246,14 +229,7 @@ async def test_http_headers_come_from_the_environment_and_identity_from_the_cont
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("FAULTY_TOKEN", "Bearer from-the-environment")
-    context = RunContext(
-        context_id="ctx-headers",
-        run_id="run-1",
-        state=AgentState(),
-        invocation_state=InvocationState(),
-        agent_name="a",
-        principal="bob",
-    )
+    context = run_context("ctx-headers", "bob")
     with faulty_over_http() as url:
         server = MCPServer.http(
             url,
