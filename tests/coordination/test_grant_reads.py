@@ -19,6 +19,7 @@ import pytest
 from psycopg import sql
 
 from agentkeel import Agent, ScriptedModel, SessionManager
+from agentkeel.errors import CorruptSessionError
 from agentkeel.keys import SessionKey
 from agentkeel.runtime.grant_reads import forget, take_lease
 from agentkeel.runtime.pg_lease import PostgresRunLease
@@ -184,3 +185,41 @@ async def test_a_prefetch_made_at_another_point_is_not_used(
         "five",
         "first answer 2",
     ]
+
+
+async def test_a_folded_read_that_does_not_decode_leaves_the_grant_to_release(
+    replicas: tuple[Replica, Replica],
+    pg_database: str,
+    pg_schema: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A corrupt row behind the folded read: the grant comes back, nothing is prefetched.
+
+    The Agent's own read then says what is wrong, and the released lease lets the next
+    turn in: a decoding error raised while the grant is held would have kept the context
+    locked until its lease expired.
+    """
+    first, second = replicas
+    await first.turn("one")
+    await second.turn("two")
+    await first.turn("three")  # second is behind by this turn, which is then corrupted
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {s}.messages SET body = %s::json"
+                " WHERE seq = (SELECT max(seq) FROM {s}.messages)"
+            ).format(s=sql.Identifier(pg_schema)),
+            ('{"not": "a message"}',),
+        )
+    with anyio.fail_after(10):
+        grant = await take_lease(second.lease, second.agent, KEY, ttl=30, on_cancel=None)
+    assert "a folded catch-up did not decode" in caplog.text  # it was made, and failed
+    manager = second.agent.session_manager
+    assert manager is not None and manager.prefetched is None
+    with pytest.raises(CorruptSessionError):
+        await second.agent.invoke_async("four")
+    assert await second.lease.release(grant)
+    with anyio.fail_after(10):
+        again = await first.lease.acquire(KEY, ttl=30)
+    assert again.fence > grant.fence
+    await first.lease.release(again)

@@ -68,8 +68,8 @@ async def take_lease(
     on_cancel: CancelHandler | None,
 ) -> LeaseGrant:
     """`lease.acquire(key)` for a turn of `served`, catching it up in the same trip if it can."""
-    read = _catch_up(served)
-    if read is None or not _reads(type(lease)):
+    read = _catch_up(served) if _reads(type(lease)) else None
+    if read is None:
         return await lease.acquire(key, ttl=ttl, on_cancel=on_cancel)
     reading = cast(ReadingLease, lease)
     grant, caught = await reading.acquire_reading(key, read[1], ttl=ttl, on_cancel=on_cancel)
