@@ -21,6 +21,7 @@ small unsynced appends to files that exist. Files are created ``0o600`` and fold
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import secrets
@@ -29,10 +30,25 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentkeel.errors import CorruptSessionError
-from agentkeel.messages import JSONObject, JSONValue
+from agentkeel._fs_read import (
+    corrupt,
+    file_size,
+    has_files,
+    list_json_files,
+    read_bytes,
+    read_checked,
+    read_json_object,
+    read_tail,
+    stamp,
+)
+from agentkeel.messages import JSONValue
 
 __all__ = [
+    "Written",
+    "append_log",
+    "create_log",
+    "take_log",
+    "write_at",
     "append_lines",
     "append_records",
     "atomic_write_bytes",
@@ -58,6 +74,8 @@ __all__ = [
     "truncate",
 ]
 
+Written = list[tuple[Path, int, bytes]]
+"""Appends made unsynced, each as (file, offset, bytes): what a journal record holds."""
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 TOMBSTONE_MARKER = ".deleted-"
@@ -160,12 +178,15 @@ def _open_append(path: Path, mode: int) -> tuple[int, bool]:
             return os.open(path, mode | os.O_APPEND), False
 
 
-def append_lines(path: Path, lines: Sequence[bytes], *, durable: bool = True) -> int:
+def append_lines(
+    path: Path, lines: Sequence[bytes], *, durable: bool = True, log: Written | None = None
+) -> int:
     """Append `lines` (each without its newline) in ONE write, fsync, and return the new size.
 
     One write keeps a batch contiguous (a crash leaves at most a torn tail, which the reader
     drops). A created file is fsynced with its folder, so its entry survives a power loss;
-    `durable=False` leaves an existing file's fsync to the caller (`storage._file_flush`).
+    `durable=False` leaves an existing file's fsync to the caller (`storage._file_flush`),
+    and `log` gets the (path, offset, bytes) written, for the caller's journal.
     """
     data = b"".join(line + b"\n" for line in lines)
     fd, created = _open_append(path, os.O_WRONLY)
@@ -178,15 +199,20 @@ def append_lines(path: Path, lines: Sequence[bytes], *, durable: bool = True) ->
         os.close(fd)
     if created:
         fsync_dir(path.parent)
+    if log is not None:
+        log.append((path, size - len(data), data))
     return size
 
 
-def append_records(path: Path, lines: Sequence[bytes], *, durable: bool = True) -> int:
+def append_records(
+    path: Path, lines: Sequence[bytes], *, durable: bool = True, log: Written | None = None
+) -> int:
     """Append whole lines to a file of independent records; returns the new size.
 
     Such a file has no commit marker, so a tail a crash left without its newline is cut
     off here before the batch is written (one ``pread`` per append). With
-    `durable=False` nothing is fsynced: a kill loses nothing written, a power cut may.
+    `durable=False` nothing is fsynced: a kill loses nothing written, a power cut may
+    (unless the caller journals what `log` gets, as `append_lines`).
     """
     data = b"".join(line + b"\n" for line in lines)
     fd, created = _open_append(path, os.O_RDWR)
@@ -198,6 +224,8 @@ def append_records(path: Path, lines: Sequence[bytes], *, durable: bool = True) 
         _write_all(fd, data)
         if durable:
             os.fsync(fd)
+        if log is not None:
+            log.append((path, size, data))
         size += len(data)  # no second fstat: one syscall less, on every turn
     finally:
         os.close(fd)
@@ -218,16 +246,6 @@ def _last_newline(fd: int, size: int) -> int:
     return 0
 
 
-def read_tail(path: Path, size: int) -> bytes | None:
-    """At most the last `size` bytes of `path`, or None if it does not exist."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - size))
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
 def overwrite_checked(path: Path, data: bytes, label: str) -> None:
     """Replace the content of a cache file in place, behind a checksummed header.
 
@@ -242,34 +260,6 @@ def overwrite_checked(path: Path, data: bytes, label: str) -> None:
         os.ftruncate(fd, len(header) + len(data))
     finally:
         os.close(fd)
-
-
-def read_checked(path: Path, label: str) -> bytes | None:
-    """What `overwrite_checked` stored under `label`; None if absent, torn or another's."""
-    raw = read_bytes(path)
-    if raw is None:
-        return None
-    header, newline, data = raw.partition(b"\n")
-    parts = header.split(b" ")
-    if not newline or len(parts) != 3 or parts[0] != label.encode("utf-8"):
-        return None
-    try:
-        length, checksum = int(parts[1]), int(parts[2], 16)
-    except ValueError:
-        return None
-    data = data[:length]
-    if len(data) != length or zlib.crc32(data) != checksum:
-        return None
-    return data
-
-
-def stamp(path: Path) -> tuple[int, int, int] | None:
-    """(size, inode, mtime in ns) of `path`, or None: changes whenever anyone writes it."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return info.st_size, info.st_ino, info.st_mtime_ns
 
 
 def truncate(path: Path, size: int) -> None:
@@ -325,6 +315,67 @@ def remove_tree(path: Path) -> bool:
     return True
 
 
+def create_log(path: Path, header: bytes) -> int:
+    """Create the append-only log `path` with `header`, durably; its locked descriptor.
+
+    The exclusive ``flock`` tells another process that the log's writer is alive (it
+    goes with the descriptor, however the process ends). The caller closes it.
+    """
+    ensure_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _write_all(fd, header)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+    return fd
+
+
+def append_log(fd: int, data: bytes) -> None:
+    """Append one record to a log `create_log` made (unsynced: its reader checks it)."""
+    _write_all(fd, data)
+
+
+def take_log(path: Path) -> int | None:
+    """Lock a log another writer left (a descriptor to close); None while it is alive."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def write_at(path: Path, offset: int, data: bytes) -> bool:
+    """Write `data` at `offset` of the existing file `path` (unsynced), as a log replays it.
+
+    False, and nothing written, when the file is gone or shorter than `offset`: a write
+    there would leave a hole of zero bytes in the middle of a file of lines.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        if os.fstat(fd).st_size < offset:
+            return False
+        view, at = memoryview(data), offset
+        while view:
+            written = os.pwrite(fd, view, at)
+            view, at = view[written:], at + written
+    finally:
+        os.close(fd)
+    return True
+
+
 def sweep_temp_files(folder: Path) -> int:
     """Remove the temp files that writes killed halfway left in `folder`; how many.
 
@@ -340,61 +391,3 @@ def sweep_temp_files(folder: Path) -> int:
         if name.startswith(".") and name.endswith(".tmp") and remove_file(folder / name):
             removed += 1
     return removed
-
-
-def read_bytes(path: Path) -> bytes | None:
-    """The whole content of `path`, or None if it does not exist."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def has_files(folder: Path) -> bool:
-    """Whether `folder` holds any visible entry (False if there is no folder)."""
-    try:
-        with os.scandir(folder) as entries:
-            return any(entry.name[0] != "." for entry in entries)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-
-
-def list_json_files(folder: Path) -> list[Path]:
-    """The ``*.json`` documents in `folder` (temp files are hidden, so never listed)."""
-    try:
-        names = [entry.name for entry in os.scandir(folder) if entry.is_file()]
-    except FileNotFoundError:
-        return []
-    return [folder / name for name in names if name.endswith(".json") and name[0] != "."]
-
-
-def read_json_object(path: Path) -> JSONObject | None:
-    """The JSON object stored in `path`, or None if there is no file.
-
-    Raises CorruptSessionError naming `path` when it holds anything else; the file is
-    left as it is for someone to look at.
-    """
-    raw = read_bytes(path)
-    if raw is None:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise corrupt(path, f"not JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise corrupt(path, "not a JSON object")
-    return data
-
-
-def corrupt(path: Path, what: str) -> CorruptSessionError:
-    """The error for a stored file that cannot be decoded (it is never overwritten)."""
-    return CorruptSessionError(f"{path}: {what}; the file was left untouched", path=str(path))
-
-
-def file_size(path: Path) -> int:
-    """The size of `path` in bytes, 0 if it does not exist."""
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return 0

@@ -259,7 +259,8 @@ async def test_the_same_context_id_under_two_principals_is_two_conversations(
     assert removed.status_code == 204
     assert not (sessions / "alice" / "scripted:ctx-same").exists()
     assert (sessions / "bob" / "scripted:ctx-same" / "messages.jsonl").is_file()
-    assert sorted(p.name for p in sessions.iterdir()) == ["alice", "bob"]
+    # .journal is the storage's commit journal (docs/sessions.md), not a principal
+    assert sorted(p.name for p in sessions.iterdir() if p.name != ".journal") == ["alice", "bob"]
 
 
 # -- JWTs -------------------------------------------------------------------------------------

@@ -31,8 +31,9 @@ def suspend(data: Path) -> dict[str, Any]:
 def test_the_session_folders_follow_the_documented_ids(tmp_path: Path) -> None:
     suspend(tmp_path)
     folders = (tmp_path / "sessions").iterdir()
-    # .usage holds the principal's daily token totals, not a session
-    sessions = sorted(path.name for path in folders if path.name != ".usage")
+    # .usage holds the principal's daily token totals and .journal the storage's commit
+    # journal (docs/sessions.md): neither is a session
+    sessions = sorted(path.name for path in folders if path.name not in (".usage", ".journal"))
     assert sessions == [
         "support--billing:ctx-swarm",
         "support--triage:ctx-swarm",

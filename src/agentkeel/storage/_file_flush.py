@@ -1,14 +1,14 @@
 """Group flush: the fsyncs of concurrent turns, made in one worker-thread hop per batch.
 
 A turn that changes nothing but appends (the common turn: lines to ``messages.jsonl``,
-a run record, usage lines) writes on the event loop, to the page cache, and then waits
-for its files' fsyncs here. At concurrency 32, one worker-thread hop per turn cost more
-CPU than the turn's own writes: each hop's thread fought the event loop for the GIL.
-Here the first turn to wait becomes the leader of the batch that gathered; its hop
-fsyncs every file of that batch once (a principal's usage file of the day, shared by
-all of its contexts, once for all of them), and turns arriving meanwhile gather the
+a run record, usage lines) writes on the event loop, to the page cache, journals what
+it wrote (`_file_journal`), and then waits here for the journal's fsync. At concurrency
+32, one worker-thread hop per turn cost more CPU than the turn's own writes: each hop's
+thread fought the event loop for the GIL. Here the first turn to wait becomes the
+leader of the batch that gathered; its hop fsyncs every file of that batch once (the
+journal, once for all of the batch's turns), and turns arriving meanwhile gather the
 next batch, which one of them leads when the hop returns. At concurrency 1 it is one
-hop per turn, as before.
+hop per turn, with one fsync.
 
 Nothing is acknowledged before its fsync returns, so a turn is as durable as before
 (SPEC guarantee 1). A process killed between the write and the fsync loses nothing (the
@@ -19,8 +19,9 @@ acknowledged, as with an fsync in flight.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import anyio.to_thread
@@ -29,12 +30,13 @@ from agentkeel import _fs
 from agentkeel.errors import StorageError
 from agentkeel.keys import SessionKey
 from agentkeel.storage import _records, _session_files
-from agentkeel.storage._file_usage import UsageSyncs
+from agentkeel.storage._file_journal import Journal
 from agentkeel.storage._history import Tail
 from agentkeel.storage._session_files import MESSAGES_FILE
 
 __all__ = ["INLINE_BYTES", "FlushedAppends", "GroupFlush"]
 
+_T = TypeVar("_T")
 INLINE_BYTES = 65_536
 """The largest turn (its lines and run record) written on the event loop."""
 
@@ -109,14 +111,78 @@ class GroupFlush:
 
 
 class FlushedAppends:
-    """LocalFileStorage's appends that write on the event loop and flush as a group."""
+    """LocalFileStorage's appends that write on the event loop and flush as a group.
+
+    With the journal on (`_file_journal`), a turn's appends are made durable by one
+    record in it, which the batch's one fsync of the journal covers; without it, each
+    file the turn wrote is fsynced in the batch.
+    """
 
     _cache: OrderedDict[SessionKey, Tail]
-    _usage_syncs: UsageSyncs
     _flush: GroupFlush
+    _journal: Journal
+    _journal_lock: anyio.Lock
 
     def path(self, key: SessionKey) -> Path:
         raise NotImplementedError
+
+    async def _call(self, key: SessionKey | None, func: Callable[..., _T], *args: object) -> _T:
+        raise NotImplementedError
+
+    async def _started(self) -> Journal:
+        """The journal, once what an earlier process left in it is finished (`start`).
+
+        Awaited before the first read or write: a replay after a reboot must come before
+        anything reads the files it restores or appends after them.
+        """
+        journal = self._journal
+        if not journal.started:
+            async with self._journal_lock:
+                if not journal.started:
+                    await self._call(None, journal.start)
+        return journal
+
+    async def _journaling(self) -> Journal | None:
+        """The journal with a segment open for `record`; None when it is off."""
+        journal = await self._started()
+        if not journal.enabled:
+            return None
+        if not journal.ready or journal.rotation_due:
+            async with self._journal_lock:
+                await self._call(None, journal.rotate)
+        return journal
+
+    async def _saving(self, key: SessionKey, func: Callable[..., _T], *args: object) -> _T:
+        """`func(*args)` in a worker thread (a durable save), after the journal's fsync.
+
+        The fsync makes durable the usage lines this turn journaled on the event loop,
+        before the save that acknowledges it.
+        """
+        journal = self._journal
+        if not journal.ready:
+            return await self._call(key, func, *args)
+        return await self._call(key, _then, journal.sync, func, *args)
+
+    async def _replacing(
+        self,
+        key: SessionKey,
+        target: Path,
+        func: Callable[..., _T],
+        *args: object,
+        deleting: bool = False,
+    ) -> _T:
+        """`func(*args)`, which replaces `target` (or, `deleting`, removes that folder).
+
+        First, in the same hop: a durable barrier for `target`, so that a replay after a
+        reboot never writes a journaled append of the old file into the new one of the
+        same name; or, for a deletion, the retirement of the segments that name it, so
+        that none of its bytes stay on disk.
+        """
+        journal = self._journal
+        if not journal.ready:
+            return await self._call(key, func, *args)
+        first = journal.forget if deleting else journal.seal
+        return await self._call(key, _then, lambda: first(target), func, *args)
 
     def _appends_only(
         self,
@@ -155,31 +221,34 @@ class FlushedAppends:
         run: bytes | None,
         checks: tuple[int | None, int | None, int | None, tuple[str, int] | None],
     ) -> Tail:
-        """Append on the event loop, unsynced, then wait for the group's fsyncs.
+        """Append on the event loop, unsynced, journal it, then wait for the group's fsync.
 
-        The writes are small appends to the page cache (no new file, no rename); the
-        fsyncs of the turn's files and of the usage lines it owes go to `GroupFlush`.
+        The writes are small appends to the page cache (no new file, no rename).
         `checks` are `_session_files.append`'s expected version, fence, cut and listing.
         """
         expected_version, fence, cut, shown = checks
         folder = self.path(key)
-        owed = self._usage_syncs.take(key)
+        journal = await self._journaling()
+        written: _fs.Written = []
         try:
-            written = _session_files.append(
+            tail = _session_files.append(
                 folder, key, tail, lines, None,
-                expected_version, fence, cut, run, shown, durable=False,
+                expected_version, fence, cut, run, shown, durable=False, log=written,
             )  # fmt: skip
-            usage = self._usage_syncs.due(owed)
-            paths = [path for path, _ in usage]
-            if run is not None:
-                paths.append(folder / _records.RUNS_FILE)
-            paths.append(folder / MESSAGES_FILE)  # the commit last, as the writes were
+            if journal is None:
+                paths = [path for path, _, _ in written]
+            else:
+                paths = journal.record(written) if written else []
             await self._flush.flush(paths)
         except BaseException as exc:
             self._cache.pop(key, None)
-            self._usage_syncs.give_back(key, owed)
             if isinstance(exc, OSError):
                 raise StorageError(f"session storage I/O failed: {exc}") from exc
             raise
-        self._usage_syncs.reached(usage)
-        return written
+        return tail
+
+
+def _then(first: Callable[[], None], func: Callable[..., _T], *args: object) -> _T:
+    """`first()`, then `func(*args)`, in one worker-thread hop."""
+    first()
+    return func(*args)

@@ -30,6 +30,7 @@ from agentkeel.errors import AgentkeelError, CorruptSessionError, StorageError
 from agentkeel.ids import decode_path_segment
 from agentkeel.keys import SessionKey
 from agentkeel.storage import _records
+from agentkeel.storage._file_journal import Journal
 from agentkeel.storage._history import encode_json
 from agentkeel.storage._session_files import (
     FRAMES_FILE,
@@ -135,11 +136,13 @@ def sweep_runs(
     ended_before: float,
     limit: int,
     summaries: dict[Path, RunsSummary] | None = None,
+    seal: Callable[[Path], None] | None = None,
 ) -> int:
     """Drop up to `limit` run records that ended before `ended_before`; how many.
 
     `summaries` (kept by the caller between sweeps) lets an unchanged file with nothing
-    to drop be skipped unread.
+    to drop be skipped unread. `seal` (the storage's `Journal.seal`) is told of each file
+    before it is replaced.
     """
     dropped = 0
     summaries = {} if summaries is None else summaries
@@ -176,6 +179,8 @@ def sweep_runs(
                 for record in _in_file_order(raw)
                 if record.run_id not in doomed
             ]
+            if seal is not None:
+                seal(path)  # a replay after a reboot must not write into the new file
             _fs.atomic_write_bytes(path, b"".join(kept))
             dropped += len(doomed)
             stamp = _fs.stamp(path)
@@ -218,12 +223,13 @@ class FileRetention:
     """RetentionStorage for LocalFileStorage: the walks above, in a worker thread each."""
 
     directory: Path
+    _journal: Journal
 
     async def sweep_runs(self, ended_before: float, limit: int) -> int:
         """Drop up to `limit` run records that ended before `ended_before`."""
         summaries = vars(self).setdefault("_runs_summaries", {})
         return await _in_thread(
-            lambda root, at, n: sweep_runs(root, at, n, summaries),
+            lambda root, at, n: sweep_runs(root, at, n, summaries, self._journal.seal),
             self.directory,
             ended_before,
             limit,

@@ -186,18 +186,19 @@ def append(
     run: bytes | None = None,
     shown: tuple[str, int] | None = None,
     durable: bool = True,
+    log: _fs.Written | None = None,
 ) -> Tail:
     """Commit one turn; `shown` (its messages' `listed`) carries the listing forward.
 
     With `durable=False` (`FlushedAppends._appends_only` said yes, having checked the
     tail against the disk) the run record and the lines are written unsynced: the
-    caller fsyncs both files before it acknowledges the turn.
+    caller makes both durable (their journal record, `log`) before it acknowledges the turn.
     """
     tail, fence = open_tail(folder, key, tail, expected_version, fence, checked=not durable)
     if cut is not None and not 0 <= cut <= tail.count:
         raise StorageError(f"cannot cut {key.session_id} at {cut}: beyond its history")
     previous = _listed_before(folder, tail)
-    _put_run(folder, run, durable=durable)
+    _put_run(folder, run, durable=durable, log=log)
     path = folder / MESSAGES_FILE
     if tail.committed < tail.file_size:
         _fs.truncate(path, tail.committed)  # drop the uncommitted tail a crash left
@@ -216,7 +217,7 @@ def append(
         commit += b',"c":%d' % cut
     at = round(time.time(), 3)
     written = turn_lines(messages, turn, commit, fence, at)
-    size = _fs.append_lines(path, written, durable=durable)
+    size = _fs.append_lines(path, written, durable=durable, log=log)
     spans, offset = [], size - sum(len(line) + 1 for line in written)
     for line in written[: len(messages)]:
         spans.append((offset, len(line)))
@@ -281,7 +282,9 @@ def _listed_before(folder: Path, tail: Tail) -> tuple[str, int] | None:
     return None if found is None else (found.title, found.shown)
 
 
-def _put_run(folder: Path, run: bytes | None, *, durable: bool = True) -> None:
+def _put_run(
+    folder: Path, run: bytes | None, *, durable: bool = True, log: _fs.Written | None = None
+) -> None:
     """Append a turn's run record (its encoded line) once its commit passed the checks.
 
     It goes before the commit: a refused writer so stores nothing; a crash between the
@@ -289,7 +292,7 @@ def _put_run(folder: Path, run: bytes | None, *, durable: bool = True) -> None:
     replaces as the latest.
     """
     if run is not None:  # `open_tail` made the folder
-        _fs.append_records(folder / RUNS_FILE, [run], durable=durable)
+        _fs.append_records(folder / RUNS_FILE, [run], durable=durable, log=log)
 
 
 def check_writable(folder: Path) -> None:

@@ -16,10 +16,10 @@ costs the kernel more than writing a turn. `_history` has the history's commit f
 and `_records` the record files; docs/sessions.md has all of it, and how sessions that
 0.1.0 wrote (``runs/<runId>.json``) still load.
 
-An append is one write and one fsync (plus an atomic state.json when the state changed):
-it never reads the history, because what it needs (committed length, version, fence,
-current state) is cached per session and checked against the file's size, inode and
-mtime, so a write by another process is seen. One process writes a folder at a time.
+An append is one write per file, made durable by one record in the storage's journal
+(`_file_journal`; an atomic state.json too when the state changed). It never reads the
+history: what it needs (committed length, version, fence, state) is cached per session
+and checked against the file's size, inode and mtime, so another process's write is seen.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ from agentkeel.ids import encode_path_segment
 from agentkeel.keys import SessionKey, require_key
 from agentkeel.messages import JSONObject, Message
 from agentkeel.storage import _file_retention, _records, _session_files
-from agentkeel.storage._file_flush import FlushedAppends, GroupFlush
+from agentkeel.storage._file_flush import GroupFlush
+from agentkeel.storage._file_journal import Journal
 from agentkeel.storage._file_transcript import FileTranscript
-from agentkeel.storage._file_usage import FileUsage, UsageSyncs
+from agentkeel.storage._file_usage import FileUsage
 from agentkeel.storage._history import Tail, encode_json, encode_messages
 from agentkeel.storage._session_files import (
     FRAMES_FILE,
@@ -62,7 +63,7 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 
-class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage, FlushedAppends):
+class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage):
     """A SessionStorage that keeps each session in a folder of plain, inspectable files.
 
     Args:
@@ -79,7 +80,8 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage,
         # resumed the whole request's coroutine stack on every save
         self._locks = [anyio.Lock(fast_acquire=True) for _ in range(_LOCK_STRIPES)]
         self._task_indexes: OrderedDict[SessionKey, _records.TaskIndex] = OrderedDict()
-        self._usage_syncs = UsageSyncs()
+        self._journal = Journal(self.directory)
+        self._journal_lock = anyio.Lock()
         self._flush = GroupFlush()
         self._folders: dict[SessionKey, Path] = {}
 
@@ -93,11 +95,12 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage,
         return folder
 
     async def open(self) -> None:
-        """Nothing to connect to; the folder is created on the first write."""
+        """Finish what an earlier process left in the journal (a replay after a reboot)."""
+        await self._started()
 
     async def close(self) -> None:
-        """Flush the usage lines no save took yet, and forget the cached bookkeeping."""
-        await self._call(None, self._usage_syncs.sync, self._usage_syncs.take())
+        """Fsync the journaled files, delete the journal, forget the cached bookkeeping."""
+        await self._call(None, self._journal.close)
         self._cache.clear()
         self._task_indexes.clear()
 
@@ -114,6 +117,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage,
     async def load(self, key: SessionKey) -> SessionSnapshot | None:
         """Read the session, dropping any uncommitted tail; None if it was never saved."""
         require_key(key, "load")
+        await self._started()
         async with self._lock(key):
             loaded = await self._call(key, _session_files.load, self.path(key), key)
             if loaded is None:
@@ -157,6 +161,7 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage,
     ) -> int:
         """Append one turn as one fsynced batch (its cut too); a crash keeps all or none."""
         require_key(key, "append")
+        await self._started()
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
         async with self._lock(key):
@@ -187,40 +192,35 @@ class LocalFileStorage(_file_retention.FileRetention, FileTranscript, FileUsage,
     ) -> int:
         """Replace the history (and the state unless None) with one atomic rename."""
         require_key(key, "rewrite")
+        await self._started()
         lines = encode_messages(messages)
         encoded_state = None if state is None else encode_json(state)
         async with self._lock(key):
             self._forget_index(key)
-            tail = self._cache.get(key)
-            tail = await self._saving(
-                key,
-                _session_files.rewrite,
-                self.path(key),
-                key,
-                tail,
-                lines,
-                encoded_state,
-                expected_version,
-                fence,
-                _records.run_line(run),
-                listed(messages),
-            )
+            folder, tail = self.path(key), self._cache.get(key)
+            args = (folder, key, tail, lines, encoded_state, expected_version, fence)
+            extra = (_records.run_line(run), listed(messages))
+            rewrite = _session_files.rewrite
+            tail = await self._replacing(key, folder / MESSAGES_FILE, rewrite, *args, *extra)
             self._remember(key, tail)
             return tail.turn
 
     async def delete(self, key: SessionKey) -> bool:
         """Remove the session folder (history, state, runs, frames) as one rename."""
         require_key(key, "delete")
+        await self._started()
         async with self._lock(key):
             self._cache.pop(key, None)
             self._forget_index(key)
-            return await self._saving(key, _fs.remove_tree, self.path(key))
+            folder = self.path(key)
+            return await self._replacing(key, folder, _fs.remove_tree, folder, deleting=True)
 
     # -- run records ---------------------------------------------------------------------
 
     async def put_run(self, key: SessionKey, record: RunRecord) -> None:
         """Append the record to runs.jsonl (one fsynced write; no new file)."""
         folder = self.path(require_key(key, "put_run"))
+        await self._started()
         line = encode_json(record.to_json(), "run record")
 
         def write() -> None:
