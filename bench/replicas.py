@@ -7,6 +7,13 @@ replica whose cached Agent is behind), each ``agentkeel serve`` in a subprocess:
 - baseline: 1 process, PostgreSQL storage, in-process coordination;
 - redis-1: 1 process, PostgreSQL storage, Redis coordination (lease in PostgreSQL);
 - redis-3: 3 processes on one port each, the same storage and coordination;
+- baseline-3: 3 processes with in-process coordination, each conversation pinned to one
+  replica (as sticky sessions would route it: no context is shared, so nothing needs
+  coordinating). It costs what 3 processes sharing this machine's cores cost, with no
+  coordination: fewer turns in flight per process (each wakes up for every step of its
+  own turns instead of serving several at once), and the processes taking turns on the
+  cores. ``redis-3 / baseline-3`` is what coordination adds at the same process count;
+  ``redis-3 / baseline`` (the target's ratio) holds both;
 - baseline-long and redis-3-long: the first and the last again, on conversations that
   already hold ``--history`` turns (stored before the servers start): a cost per turn,
   a round-trip count or a command count that grows with the history shows here.
@@ -227,15 +234,20 @@ async def stream_turn(client: httpx.AsyncClient, url: str, context_id: str) -> i
         return sum([1 async for _ in aiter_sse(response.aiter_bytes())])
 
 
-async def drive(urls: list[str], turns: int, prefix: str) -> int:
-    """`turns` turns over CONTEXTS conversations, one at a time each, round-robin."""
+async def drive(urls: list[str], turns: int, prefix: str, pinned: bool = False) -> int:
+    """`turns` turns over CONTEXTS conversations, one at a time each, round-robin.
+
+    Each turn goes to the next replica, or (`pinned`) every turn of a conversation to
+    the same one.
+    """
     frames = 0
     async with httpx.AsyncClient(timeout=60) as client:
 
         async def conversation(index: int) -> None:
             nonlocal frames
             for turn in range(index, turns, CONTEXTS):
-                got = await stream_turn(client, urls[turn % len(urls)], f"{prefix}-{index}")
+                url = urls[(index if pinned else turn) % len(urls)]
+                got = await stream_turn(client, url, f"{prefix}-{index}")
                 frames += got  # after the await: `frames += await …` would lose updates
 
         async with anyio.create_task_group() as group:
@@ -272,6 +284,7 @@ def run_scenario(
     forwarder: Counting,
     rclient: redis.Redis,
     history: int = 0,
+    pinned: bool = False,
 ) -> dict[str, float]:
     """Serve `turns` turns on `replicas` processes; print and return the figures."""
     prefix = f"{name}-{secrets.token_hex(2)}"
@@ -282,7 +295,7 @@ def run_scenario(
             urls = [server.url for server in servers]
             if history:
                 anyio.run(prefill, storage, prefix, history)
-            anyio.run(drive, urls, CONTEXTS * replicas * WARMUP_ROUNDS, prefix)
+            anyio.run(drive, urls, CONTEXTS * replicas * WARMUP_ROUNDS, prefix, pinned)
             pids = [server.process.pid for server in servers]
             idle_before = cpu_seconds(pids)
             time.sleep(IDLE_SECONDS)
@@ -291,7 +304,7 @@ def run_scenario(
             before = (cpu_seconds(pids), cpu_by_pid(postgres), redis_counters(rclient))
             sends_before = forwarder.sends
             began = time.monotonic()
-            frames = anyio.run(drive, urls, turns, prefix)
+            frames = anyio.run(drive, urls, turns, prefix, pinned)
             span = time.monotonic() - began
             after = (cpu_seconds(pids), cpu_by_pid(postgres), redis_counters(rclient))
             trips = forwarder.sends - sends_before
@@ -389,12 +402,14 @@ def main() -> None:
             ("baseline", None, 1, 0),
             ("redis-1", coordination, 1, 0),
             ("redis-3", coordination, 3, 0),
+            ("baseline-3", None, 3, 0),
             ("baseline-long", None, 1, args.history),
             ("redis-3-long", coordination, 3, args.history),
         ):
             rows[name] = run_scenario(
-                name, storage, coord, replicas, args.turns, forwarder, rclient, history
-            )
+                name, storage, coord, replicas, args.turns, forwarder, rclient, history,
+                pinned=name == "baseline-3",
+            )  # fmt: skip
         for name, against in (
             ("redis-1", "baseline"),
             ("redis-3", "baseline"),
@@ -406,6 +421,13 @@ def main() -> None:
                 f"ratio {name} / {against} server CPU per turn = {ratio:.2f}x "
                 f"(target <= 1.5x: {verdict})"
             )
+        shared = rows["baseline-3"]["server_ms"] / rows["baseline"]["server_ms"]
+        added = rows["redis-3"]["server_ms"] / rows["baseline-3"]["server_ms"]
+        print(
+            f"of which 3 processes on {os.cpu_count()} CPUs, no coordination (baseline-3 / "
+            f"baseline) = {shared:.2f}x, and coordination at 3 processes (redis-3 / "
+            f"baseline-3) = {added:.2f}x"
+        )
         grown = rows["redis-3-long"]["server_ms"] / rows["redis-3"]["server_ms"]
         print(
             f"redis-3 with {args.history} turns of history / without: server CPU {grown:.2f}x, "

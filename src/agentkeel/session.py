@@ -46,6 +46,7 @@ from agentkeel.session_records import (
     RestoredSession,
     bundles,
     catch_up_point,
+    commit_extras,
     keeps_usage,
     load_after,
     meter_for,
@@ -272,9 +273,7 @@ class SessionManager:
 
     def _extras(self, frames: tuple[str, bytes] | None) -> CommitExtras | None:
         """What a bundled save writes beside the history; None when storage does not bundle."""
-        if not bundles(type(self.storage)):
-            return None
-        return CommitExtras(usage=self.unsaved.usage, day=utc_day(), frames=frames)
+        return commit_extras(self.storage, self.unsaved.usage, frames, self.done_frames)
 
     async def _store_usage(self) -> None:
         """Write the unsaved token counts on their own (a save that does not carry them)."""

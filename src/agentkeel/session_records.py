@@ -20,7 +20,7 @@ from agentkeel.checkpoint.base import Checkpointer
 from agentkeel.errors import CorruptSessionError
 from agentkeel.keys import SessionKey
 from agentkeel.messages import JSONObject, JSONValue, Message
-from agentkeel.result import AgentResult, RunResultFront
+from agentkeel.result import AgentResult, RunResultFront, Usage
 from agentkeel.result import stop_reason as reason_of
 from agentkeel.run_state import RunState
 from agentkeel.storage.base import (
@@ -29,8 +29,8 @@ from agentkeel.storage.base import (
     SessionSnapshot,
     SessionStorage,
 )
-from agentkeel.storage.bundled import BundledCommitStorage
-from agentkeel.storage.usage import UsageStorage
+from agentkeel.storage.bundled import BundledCommitStorage, CommitExtras, RidingRelease
+from agentkeel.storage.usage import UsageStorage, utc_day
 from agentkeel.usage import TokenBudgets, UsageMeter
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ __all__ = [
     "catches_up",
     "catches_up_from",
     "checks_by_catching_up",
+    "commit_extras",
     "keeps_usage",
     "load_after",
     "meter_for",
@@ -72,6 +73,29 @@ class CommitFrames(Protocol):
     def committed(self, result: AgentResult) -> None:
         """The frames `frames` built for `result` were stored with its save."""
         ...
+
+    @property
+    def release(self) -> RidingRelease | None:
+        """The turn's lease, for the save that stores the frames to free (None: not)."""
+        ...
+
+
+def commit_extras(
+    storage: SessionStorage,
+    usage: Usage,
+    frames: tuple[str, bytes] | None,
+    riding: CommitFrames | None,
+) -> CommitExtras | None:
+    """What a bundled save writes beside the history; None when storage does not bundle.
+
+    The lease's release rides only with the frames: a save without them leaves the done
+    frame to be stored after it, which must not land once another replica holds the
+    context.
+    """
+    if not bundles(type(storage)):
+        return None
+    release = riding.release if frames is not None and riding is not None else None
+    return CommitExtras(usage=usage, day=utc_day(), frames=frames, release=release)
 
 
 def run_record(

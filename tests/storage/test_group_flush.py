@@ -116,9 +116,15 @@ async def test_turns_saved_together_share_hops_and_are_all_durable(
         await storage.add_usage(key, Usage(output_tokens=2), day="2026-12-01")
         await storage.append(key, _turn(1), None, expected_version=1, run=_record("run-1"))
 
+    # a hop stands in flight while the turns start, as when the worker thread is busy
+    # (without it, a loaded machine can finish each hop before the next turn is ready)
+    busy = storage._flush._running = anyio.Event()
     async with anyio.create_task_group() as group:
         for key in keys:
             group.start_soon(save, key)
+        await anyio.sleep(0.2)
+        storage._flush._running = None
+        busy.set()
     # one hop per turn would be eight; two sessions can share a lock stripe, so a turn
     # can wait for another's flush and join a later batch: fewer, not exactly two
     assert storage._flush.hops - before < len(keys)

@@ -49,6 +49,8 @@ class RunChannel:
         self.active = False
         """A segment of the run is in progress (frames may still come)."""
         self.ended_at: float | None = time.time() if frames else None
+        self.order = 0
+        """The fence of the lease grant its latest segment runs under (0: none)."""
         self._changed = anyio.Event()
         self._waiting = False
 

@@ -164,6 +164,10 @@ class RunStream(Protocol):
         """The id after which the latest segment starts."""
         ...
 
+    order: int
+    """The fence of the lease grant its latest segment runs under (0: none); a shared
+    fan-out never points a context back at a run of a lower one."""
+
     def batches(self, after: int, heartbeat: float) -> AsyncGenerator[Sequence[Frame], None]:
         """The frames after id `after`, in batches as they arrive, up to the next done frame.
 

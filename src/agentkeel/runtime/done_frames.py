@@ -13,20 +13,44 @@ It builds nothing for a failed run (the Agent publishes its error event after th
 so the done frame is not the next frame yet), and the runner uses the frame only while
 it is still the next one of the stream: anything published in between, and the frames
 are persisted as before.
+
+A lease that lives in the storage's database (`ReleasingLease`) also hands the save its
+release (`ride_release`): the statement that stores the turn frees the context, one
+round trip fewer per turn. Only with the frames: a save that did not store them leaves
+a write for after it, which must not land once another replica holds the context. A
+save that was refused frees nothing, and the runner releases as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
 from agentkeel.agent import Agent
 from agentkeel.result import AgentResult
 from agentkeel.runtime.channels import Frame
-from agentkeel.runtime.coordination import RunStream, StreamFanout
+from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, StreamFanout
 from agentkeel.runtime.wire import done_frame
 from agentkeel.serving import Served
 from agentkeel.session import SessionManager
+from agentkeel.storage.base import SessionStorage
+from agentkeel.storage.bundled import RidingRelease
 from agentkeel.usage import ModelPrice
 
-__all__ = ["DoneWithCommit", "ride_with_commit"]
+__all__ = ["DoneWithCommit", "ReleasingLease", "ride_with_commit"]
+
+
+@runtime_checkable
+class ReleasingLease(Protocol):
+    """Optional capability of a `RunLease`: a commit to its database can release it."""
+
+    def riding_release(self, grant: LeaseGrant, storage: SessionStorage) -> RidingRelease | None:
+        """`grant`'s release for a commit to `storage` to make (None: it cannot)."""
+        ...
+
+    def forget(self, grant: LeaseGrant) -> None:
+        """`grant` was released by a commit: stop answering for it."""
+        ...
 
 
 def ride_with_commit(
@@ -35,11 +59,14 @@ def ride_with_commit(
     channel: RunStream,
     context_id: str,
     price: ModelPrice | None,
+    release: tuple[Coordination[Any], LeaseGrant | None, Callable[[], None]] | None = None,
 ) -> DoneWithCommit | None:
     """Hand the turn's frames to the save of `served` (an Agent with a session), or None.
 
     A swarm saves each member in a session of its own, and its done frame is the
-    swarm's: its frames are persisted apart, as before.
+    swarm's: its frames are persisted apart, as before. `release` is (the coordination,
+    the turn's grant, what to tell once a save released it): see `ride_release`; only a
+    fenced coordination's grant can ride.
     """
     manager = served.session_manager if isinstance(served, Agent) else None
     if manager is None:
@@ -47,6 +74,8 @@ def ride_with_commit(
     riding = DoneWithCommit(streams, channel, context_id, price)
     riding.manager = manager
     manager.done_frames = riding
+    if release is not None and release[0].fenced and release[1] is not None:
+        riding.ride_release(release[0].lease, release[1], release[2])
     return riding
 
 
@@ -61,8 +90,28 @@ class DoneWithCommit:
         self.context_id = context_id
         self.price = price
         self.manager: SessionManager | None = None
+        self.release: RidingRelease | None = None
+        """The turn's lease release, for the save that stores the frames to make."""
+        self._on_released: Callable[[], None] | None = None
         self._built: tuple[AgentResult, Frame] | None = None
         self._stored: tuple[AgentResult, Frame] | None = None
+
+    def ride_release(
+        self, lease: object, grant: LeaseGrant, on_released: Callable[[], None]
+    ) -> None:
+        """Have the save that stores the frames release `grant`, if `lease` can.
+
+        `on_released` is told when a save did: the turn then has no lease to release.
+        """
+        if not isinstance(lease, ReleasingLease) or self.manager is None:
+            return
+        self.release = lease.riding_release(grant, self.manager.storage)
+
+        def released() -> None:
+            lease.forget(grant)
+            on_released()
+
+        self._on_released = released
 
     def detach(self) -> None:
         """The turn is over: its manager's next save is not this turn's."""
@@ -85,6 +134,9 @@ class DoneWithCommit:
         """The save of `result` stored the frames built for it."""
         if self._built is not None and self._built[0] is result:
             self._stored = self._built
+            if self.release is not None and self._on_released is not None:
+                self.release, released, self._on_released = None, self._on_released, None
+                released()
 
     def done(self, result: AgentResult) -> Frame | None:
         """The done frame stored with the save of `result`, while it is the next frame."""

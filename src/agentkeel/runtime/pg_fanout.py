@@ -46,6 +46,9 @@ _TABLES = (
 _EXPIRES = (
     "CASE WHEN %s::integer IS NULL THEN NULL ELSE clock_timestamp() + %s * interval '1 second' END"
 )
+_FENCE = "coalesce((({t}.value)::json ->> 'fence')::bigint, 0)"
+"""A pointer's lease fence: a run of a lower one never takes a context's pointer back
+(`shared_streams`: the next turn may start before this one's done frame is written)."""
 _SWEEP_SECONDS = 60.0
 
 
@@ -135,6 +138,8 @@ class PgStreams(SharedStreams):
                             "INSERT INTO {s}.live_pointers (context, value, expires_at)"
                             f" VALUES (%s, %s, {_EXPIRES}) ON CONFLICT (context) DO UPDATE"
                             " SET value = excluded.value, expires_at = excluded.expires_at"
+                            f" WHERE {_FENCE.format(t='excluded')}"
+                            f" >= {_FENCE.format(t='{s}.live_pointers')}"
                         ),
                         (context_name(write.key), write.value, write.ttl, write.ttl),
                     )

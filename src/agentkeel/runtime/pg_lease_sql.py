@@ -12,7 +12,9 @@ import json
 from agentkeel.errors import AgentkeelError
 from agentkeel.messages import JSONObject, JSONValue
 from agentkeel.runtime.coordination import LeaseGrant, LeaseLostError
-from agentkeel.storage.base import SessionKey
+from agentkeel.session_records import bundles
+from agentkeel.storage.base import SessionKey, SessionStorage
+from agentkeel.storage.bundled import RidingRelease
 from agentkeel.storage.postgres_pool import PostgresPool, Row, who
 from agentkeel.storage.postgres_since import FoldedCatchUp
 
@@ -31,6 +33,7 @@ __all__ = [
     "lost",
     "message",
     "payload",
+    "riding_release",
     "try_reading",
 ]
 
@@ -175,6 +178,43 @@ RELEASE = (
 """Free the row (keeping its fence); wake the line only when somebody is in it: every
 replica hears every notification, and the common turn has nobody waiting. A waiter
 whose ticket the release did not see still finds the row free on its next poll."""
+
+
+_LR_KEY = "principal = %(lr_p)s AND definition = %(lr_d)s AND context_id = %(lr_c)s"
+_RIDING = (
+    "freed AS (UPDATE {s}.lease_rows SET held = false, expires_at = NULL"
+    f" WHERE {_LR_KEY} AND fence = %(lr_fence)s AND held AND EXISTS (SELECT 1 FROM {{owner}})"
+    f" RETURNING CASE WHEN EXISTS (SELECT 1 FROM {{s}}.lease_line WHERE {_LR_KEY})"
+    " THEN pg_notify(%(lr_channel)s, %(lr_payload)s) END)"
+)
+"""`RELEASE` as a CTE of a turn's commit: it frees the row only if the commit wrote
+(``{owner}`` has its row). A data-modifying CTE runs to completion, its ``RETURNING``
+included, though the statement never reads it; the notification goes at commit."""
+
+
+def riding_release(
+    grant: LeaseGrant, storage: SessionStorage, pool: PostgresPool, channel: str
+) -> RidingRelease | None:
+    """The release of `grant` for a commit to `storage` to make, or None.
+
+    Only a storage that bundles its commit in one statement, on `pool`'s database and
+    schema, can free the lease's row in it (`channel`: the lease channel).
+    """
+    where = (getattr(storage, "dsn", None), getattr(storage, "schema", None))
+    if where != (pool.dsn, pool.schema) or not bundles(type(storage)):
+        return None
+    principal, definition, context_id = who(grant.key)
+    return RidingRelease(
+        cte=_RIDING,
+        params={
+            "lr_p": principal,
+            "lr_d": definition,
+            "lr_c": context_id,
+            "lr_fence": grant.fence,
+            "lr_channel": channel,
+            "lr_payload": payload("free", grant.key),
+        },
+    )
 
 
 def message(kind: str, key: SessionKey, **fields: JSONValue) -> JSONObject:

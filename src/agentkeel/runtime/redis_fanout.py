@@ -58,6 +58,14 @@ RedisRunChannel = SharedRunChannel
 _RELISTEN_SECONDS = 0.5
 
 _WRITE_RUN = """
+local function fence_of(pointer)
+  if not pointer then return 0 end
+  local ok, value = pcall(cjson.decode, pointer)
+  if ok and type(value) == 'table' and type(value.fence) == 'number' then
+    return value.fence
+  end
+  return 0
+end
 local refused = false
 for i = 1, #ARGV, 3 do
   local op, first, second = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -65,10 +73,11 @@ for i = 1, #ARGV, 3 do
   if op == 'x' then
     done = redis.pcall('XADD', KEYS[1], first, 'e', second)
   elseif op == 'p' then
+    local newer = fence_of(first) >= fence_of(redis.call('GET', KEYS[2]))
     if second == '' then
-      done = redis.pcall('SET', KEYS[2], first)
+      if newer then done = redis.pcall('SET', KEYS[2], first) end
     else
-      done = redis.pcall('SET', KEYS[2], first, 'EX', second)
+      if newer then done = redis.pcall('SET', KEYS[2], first, 'EX', second) end
       redis.pcall('EXPIRE', KEYS[1], second)
     end
   else
@@ -80,7 +89,8 @@ return refused
 """
 """Run a run's writes in order, each as three ARGV entries: ``x`` (frame id, frame) an
 ``XADD`` to the stream KEYS[1]; ``p`` (value, seconds or empty) the pointer KEYS[2]
-set, with the stream's expiry; ``b`` (channel, message) a ``PUBLISH``. A refused one
+set, unless it holds a higher lease fence (a later turn's run), with the stream's
+expiry; ``b`` (channel, message) a ``PUBLISH``. A refused one
 (a frame's lower id) does not stop the others. Returns the first refusal's error, or
 nil."""
 

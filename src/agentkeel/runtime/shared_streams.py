@@ -9,7 +9,10 @@ reads the backend (`RemoteRunChannel`, through the backend's `FrameReader`).
 
 A small pointer per context names its latest run, where its latest segment starts and
 whether it runs: written at a segment's start and end, and once a second while it
-runs (so a backend that forgot it has it back within a second). Frames are persisted
+runs (so a backend that forgot it has it back within a second). It holds the fence of
+the segment's lease grant (`RunStream.order`), and a backend keeps the pointer of the
+highest: a turn's commit frees the lease, so the next turn may start on another
+replica before this one's done frame (and its pointer) reached the backend. Frames are persisted
 in storage at the end of every segment, before its done frame is published, so a
 reconnect works after the backend forgot them, and a follower that meets a gap in
 the ids finishes from storage.
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 import anyio
 
 from agentkeel.keys import SessionKey
+from agentkeel.messages import JSONObject
 from agentkeel.runtime.announcements import SEGMENT_TOPIC, Announced, AnnounceWrite, Heard
 from agentkeel.runtime.channels import Frame, RetainedStreams, RunChannel
 from agentkeel.runtime.coordination import RunStream
@@ -348,7 +352,10 @@ class SharedStreams:
 
 
 def _pointer(channel: RunChannel, *, active: bool) -> str:
-    data = {"run": channel.run_id, "seg": channel.latest_segment_start(), "active": active}
+    data: JSONObject = {"run": channel.run_id, "seg": channel.latest_segment_start()}
+    data["active"] = active
+    if channel.order:
+        data["fence"] = channel.order
     return json.dumps(data, separators=(",", ":"))
 
 

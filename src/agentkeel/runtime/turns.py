@@ -49,6 +49,7 @@ from agentkeel.runtime.wire import (
     failed_done_frame,
     send_result,
     token_frame_json,
+    without_done,
 )
 from agentkeel.storage.base import SessionKey
 from agentkeel.usage import ModelPrice
@@ -85,6 +86,7 @@ class RunJob:
     first_token: bool = False
     grant: LeaseGrant | None = None
     """The context's lease while the turn holds it (its fence guards the turn's writes)."""
+    released: bool = False  # by the turn's commit (`DoneWithCommit.ride_release`)
     still_claimed: Callable[[], Awaitable[bool]] | None = None
     """Whether its shared Idempotency-Key claim is still this turn's (None: no claim);
     asked once the lease came, since a retry elsewhere may have taken it over."""
@@ -131,6 +133,8 @@ class TurnRunner:
 
     def _lost_lease(self, job: RunJob, entry: ContextEntry, exc: Exception) -> None:
         """A renewal of the turn's lease failed: cancel the turn (another may run it)."""
+        if job.released:  # by its commit: a later renewal fails, as it should
+            return
         logger.warning(
             "session=<%s> | the turn lost its lease, cancelling it: %r", job.key.session_id, exc
         )
@@ -216,7 +220,7 @@ class TurnRunner:
                 job.error = exc
         finally:
             forget(entry.agent)
-            if job.grant is not None:
+            if job.grant is not None and not job.released:
                 with anyio.CancelScope(shield=True):
                     await self._release(job.key, job.grant)
             self.cache.leave(entry)
@@ -233,16 +237,15 @@ class TurnRunner:
                     status="cancelled",
                 )
                 channel.append(channel.next_frame(data))
-                job.result = job.result or _without_done(data)
+                job.result = job.result or without_done(data)
             job.finished.set()
 
     async def _release(self, key: SessionKey, grant: LeaseGrant) -> None:
         """Release the turn's lease; one that cannot be released expires by itself.
 
-        A release that fails (PostgreSQL unavailable, or no pooled connection in time on
-        a loaded machine) must not escape: the turn's request would never be answered,
-        and the error would stop every turn of this server. The grant's ttl frees the
-        context for the next turn instead, as when a replica dies.
+        A failed release (PostgreSQL unavailable, or no pooled connection in time) must
+        not escape: the turn's request would never be answered, and the error would stop
+        every turn of this server. The grant's ttl frees the context instead.
         """
         try:
             await self.coordination.lease.release(grant)
@@ -307,6 +310,7 @@ class TurnRunner:
         def started() -> None:
             if job.grant is not None and self.coordination.fenced:
                 fence_commits(entry.agent, job.grant.fence)  # a swarm's members are attached now
+                channel.order = job.grant.fence
             job.start_after = channel.begin()
             job.channel = channel
             self.streams.put(channel)
@@ -317,7 +321,10 @@ class TurnRunner:
             self._publish(job, event)
 
         price = self.price(entry)
-        riding = ride_with_commit(entry.agent, self.streams, channel, job.key.context_id, price)
+        riding = ride_with_commit(
+            entry.agent, self.streams, channel, job.key.context_id, price,
+            release=(self.coordination, job.grant, partial(setattr, job, "released", True)),
+        )  # fmt: skip
         try:
             result = await action(on_event=on_event, on_start=started)
         except AgentkeelError as exc:
@@ -382,15 +389,10 @@ class TurnRunner:
         )
         data = failed_done_frame(job.key.context_id, channel.run_id, code, message)
         await self._finish(job, channel, data)
-        job.result = _without_done(data)
+        job.result = without_done(data)
         self.metrics.runs.inc(job.key.definition, "failed")
 
 
 def _cancel(entry: ContextEntry, drop: bool) -> bool:
     """Cancel the entry's run; `drop` leaves its turn out of the history (a rollback)."""
     return entry.agent.cancel(drop=drop)
-
-
-def _without_done(frame: JSONObject) -> JSONObject:
-    """The SendResult fields of a done frame."""
-    return {key: value for key, value in frame.items() if key != "done"}

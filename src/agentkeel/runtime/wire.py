@@ -52,6 +52,7 @@ __all__ = [
     "send_result",
     "token_frame_json",
     "usage_json",
+    "without_done",
 ]
 
 
@@ -311,3 +312,8 @@ def error_body(code: str, message: str, *, interrupt_id: str | None = None) -> J
     if interrupt_id is not None:
         error["interruptId"] = interrupt_id
     return {"error": error}
+
+
+def without_done(frame: JSONObject) -> JSONObject:
+    """The SendResult fields of a done frame."""
+    return {key: value for key, value in frame.items() if key != "done"}

@@ -5,7 +5,8 @@ extras join it as more of the same statement, so they cost no round trip of thei
 
 - the tokens go onto the session row in the ``UPDATE`` that moves its version
   (`SESSION_TOKENS`), and into the principal's day (the ``daily`` CTE);
-- the frames replace the session's row in ``frames`` (the ``kept`` CTE).
+- the frames replace the session's row in ``frames`` (the ``kept`` CTE);
+- a lease's release frees its row (`RidingRelease`: the lease writes that CTE).
 
 Each CTE reads its session id from the CTE that moved (or created) the session row, so
 a commit the checks refuse writes none of them. The locking transaction of a new
@@ -38,7 +39,7 @@ def session_tokens(extras: CommitExtras | None, table: str = "") -> str:
 
 
 def extras_ctes(extras: CommitExtras | None, owner: str) -> str:
-    """The CTEs writing the principal's day and the frames, each ``FROM`` `owner`.
+    """The CTEs writing the principal's day, the frames and a release, each ``FROM`` `owner`.
 
     They start with a comma, to follow the statement's other CTEs.
     """
@@ -63,6 +64,8 @@ def extras_ctes(extras: CommitExtras | None, owner: str) -> str:
             " ON CONFLICT (session_id) DO UPDATE SET run_id = EXCLUDED.run_id,"
             " body = EXCLUDED.body, written_at = EXCLUDED.written_at)"
         )
+    if extras.release is not None:
+        parts.append(" " + extras.release.cte.replace("{owner}", owner))
     return "".join("," + part for part in parts)
 
 
@@ -75,6 +78,8 @@ def extras_params(extras: CommitExtras | None) -> dict[str, object]:
     run_id, body = extras.frames if extras.frames is not None else ("", b"")
     params["frames_run"] = text_key(run_id)
     params["frames_body"] = bytes(body)
+    if extras.release is not None:
+        params.update(extras.release.params)
     return params
 
 
