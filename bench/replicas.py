@@ -27,9 +27,9 @@ For each it prints the server CPU per turn (utime + stime of every server proces
 processes' CPU over the same span: the servers are shared with whatever else runs on
 the machine, so these are upper bounds), PostgreSQL round trips per turn (counted by a
 loopback forwarder every replica connects through) and Redis commands per turn and
-per streamed frame (``INFO`` deltas, server-wide; the XADDs, SETs, EXPIREs and
-PUBLISHes the fan-out's script runs count there, the commands clients sent are the
-rest: these turns send nothing else of those four), each process's idle CPU (watched
+per streamed frame (``INFO`` deltas, server-wide; the XADDs, SETs, EXPIREs, PUBLISHes
+and pointer GETs the fan-out's script runs count there, the commands clients sent are
+the rest: these turns send nothing else of those five), each process's idle CPU (watched
 for a few seconds after the warm-up, before the measured turns) and what that rate
 comes to per turn over the measured span (background work, not any turn's), and the
 ratio of each deployment's server CPU to the baseline's, measured in the same run
@@ -158,8 +158,9 @@ def named_pids(name: str) -> list[int]:
     return found
 
 
-SCRIPTED = ("xadd", "set", "expire", "publish")
-"""The commands the fan-out's script runs (counted by ``INFO`` as if a client sent them)."""
+SCRIPTED = ("xadd", "set", "expire", "publish", "get")
+"""The commands the fan-out's script runs (counted by ``INFO`` as if a client sent them;
+its ``GET`` reads the pointer it may replace: these turns send no ``GET`` of their own)."""
 
 
 def redis_counters(client: redis.Redis) -> tuple[int, int, float, int]:
