@@ -98,6 +98,24 @@ async def test_a_run_here_is_followed_from_another_replica(
     assert got == [3, 4, 5, 6, 7]
 
 
+async def test_a_batch_of_frames_arrives_whole_and_in_order(
+    two: tuple[RedisStreams, RedisStreams],
+) -> None:
+    """Frames sent in one script call (one argument for all of them) are split back exactly:
+    each is its own stream entry, with its bytes, multi-byte text included."""
+    first, second = two
+    stream = await _start(first)
+    texts = ["plain", "é ü 日本語 🚀", "", "a:b,c", "x" * 5000]
+    sent = [stream.publish({"runId": "run-1", "text": text}) for text in texts]
+    await first.flush()
+    entries = await second.redis.xrange(second.stream_key(KEY, "run-1")) or []
+    assert [entry_id for entry_id, _ in entries] == [f"{f.id}-0".encode() for f in sent]
+    assert [(fields or {}).get(b"e") for _, fields in entries] == [f.encoded for f in sent]
+    remote = await second.latest(KEY)
+    assert remote is not None
+    assert [frame.data.get("text") for frame in remote.frames] == texts
+
+
 async def test_a_second_writer_of_the_same_ids_is_refused(
     two: tuple[RedisStreams, RedisStreams], redis_prefix: str
 ) -> None:

@@ -67,11 +67,19 @@ local function fence_of(pointer)
   return 0
 end
 local refused = false
+local function note(done)
+  if type(done) == 'table' and done.err and not refused then refused = done.err end
+end
 for i = 1, #ARGV, 3 do
   local op, first, second = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local done
   if op == 'x' then
-    done = redis.pcall('XADD', KEYS[1], first, 'e', second)
+    local at = 1
+    for id, size in string.gmatch(first, '([^:,]+):(%d+)') do
+      local stop = at + tonumber(size)
+      note(redis.pcall('XADD', KEYS[1], id, 'e', string.sub(second, at, stop - 1)))
+      at = stop
+    end
   elseif op == 'p' then
     local newer = fence_of(first) >= fence_of(redis.call('GET', KEYS[2]))
     if second == '' then
@@ -83,12 +91,14 @@ for i = 1, #ARGV, 3 do
   else
     done = redis.pcall('PUBLISH', first, second)
   end
-  if type(done) == 'table' and done.err and not refused then refused = done.err end
+  note(done)
 end
 return refused
 """
-"""Run a run's writes in order, each as three ARGV entries: ``x`` (frame id, frame) an
-``XADD`` to the stream KEYS[1]; ``p`` (value, seconds or empty) the pointer KEYS[2]
+"""Run a run's writes in order, each as three ARGV entries: ``x`` (``id:size`` of each
+frame in a row, comma-separated; their bodies end to end) an ``XADD`` per frame to the
+stream KEYS[1] (one argument for many frames: encoding each argument was most of what
+the client spent on a batch); ``p`` (value, seconds or empty) the pointer KEYS[2]
 set, unless it holds a higher lease fence (a later turn's run), with the stream's
 expiry; ``b`` (channel, message) a ``PUBLISH``. A refused one
 (a frame's lower id) does not stop the others. Returns the first refusal's error, or
@@ -292,10 +302,17 @@ class RedisStreams(SharedStreams):
         first = writes[0]
         assert isinstance(first, FrameWrite | PointerWrite) and first.run_id is not None
         args: list[str | bytes] = []
-        for write in writes:
+        frames: list[Frame] = []  # frames in a row: one ``x`` entry
+        for write in [*writes, None]:
             if isinstance(write, FrameWrite):
-                args += ("x", f"{write.frame.id}-0", write.frame.encoded)
-            elif isinstance(write, PointerWrite):
+                frames.append(write.frame)
+                continue
+            if frames:
+                args += _frames_entry(frames)
+                frames = []
+            if write is None:
+                break
+            if isinstance(write, PointerWrite):
                 args += ("p", write.value or "", "" if write.ttl is None else str(write.ttl))
             else:
                 args += ("b", self._channel_of(write), json.dumps(write.encoded()))
@@ -338,6 +355,12 @@ class _RedisReader:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def _frames_entry(frames: list[Frame]) -> tuple[str, str, bytes]:
+    """The script's ``x`` entry for `frames`: their ids and sizes, and their bodies."""
+    sizes = ",".join([f"{frame.id}-0:{len(frame.encoded)}" for frame in frames])
+    return "x", sizes, b"".join([frame.encoded for frame in frames])
 
 
 def _run_of(write: Write) -> tuple[SessionKey, str] | None:
