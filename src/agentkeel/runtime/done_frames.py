@@ -23,13 +23,20 @@ save that was refused frees nothing, and the runner releases as before.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from agentkeel.agent import Agent
 from agentkeel.result import AgentResult
 from agentkeel.runtime.channels import Frame
-from agentkeel.runtime.coordination import Coordination, LeaseGrant, RunStream, StreamFanout
+from agentkeel.runtime.coordination import (
+    Coordination,
+    LeaseGrant,
+    RunLease,
+    RunStream,
+    StreamFanout,
+)
 from agentkeel.runtime.wire import done_frame
 from agentkeel.serving import Served
 from agentkeel.session import SessionManager
@@ -79,6 +86,12 @@ def ride_with_commit(
     return riding
 
 
+@functools.cache
+def _releases(lease_type: type) -> bool:
+    """Whether a lease class is a `ReleasingLease` (cached: a Protocol check is slow)."""
+    return issubclass(lease_type, ReleasingLease)
+
+
 class DoneWithCommit:
     """`CommitFrames` of one turn of an Agent: its stream, its context, its price."""
 
@@ -97,18 +110,19 @@ class DoneWithCommit:
         self._stored: tuple[AgentResult, Frame] | None = None
 
     def ride_release(
-        self, lease: object, grant: LeaseGrant, on_released: Callable[[], None]
+        self, lease: RunLease, grant: LeaseGrant, on_released: Callable[[], None]
     ) -> None:
         """Have the save that stores the frames release `grant`, if `lease` can.
 
         `on_released` is told when a save did: the turn then has no lease to release.
         """
-        if not isinstance(lease, ReleasingLease) or self.manager is None:
+        if not _releases(type(lease)) or self.manager is None:
             return
-        self.release = lease.riding_release(grant, self.manager.storage)
+        releasing = cast(ReleasingLease, lease)
+        self.release = releasing.riding_release(grant, self.manager.storage)
 
         def released() -> None:
-            lease.forget(grant)
+            releasing.forget(grant)
             on_released()
 
         self._on_released = released
