@@ -5,6 +5,7 @@ also frees it (`RidingRelease`): one round trip fewer per turn. These tests use 
 PostgresStorage and PostgresRunLease on one schema (the lease counted, not mocked):
 
 - a commit that carries the release frees the row, and wakes a waiter;
+- so does the commit of an edit's cut, and a run saved without history (a suspension);
 - a commit the checks refuse frees nothing;
 - a storage on another schema gets no riding release;
 - a turn served by a `ServerRuntime` makes no release call of its own, and its context
@@ -34,7 +35,7 @@ from agentkeel.runtime.redis_fanout import RedisStreams
 from agentkeel.runtime.runs import RunJob, ServerRuntime
 from agentkeel.runtime.shared_streams import SharedStreams
 from agentkeel.runtime.wire import parse_send_request
-from agentkeel.storage import InMemoryStorage, SessionKey
+from agentkeel.storage import InMemoryStorage, RunRecord, SessionKey
 from agentkeel.storage.bundled import CommitExtras
 from agentkeel.storage.postgres import PostgresStorage
 from agentkeel.storage.postgres_pool import PostgresPool
@@ -116,6 +117,38 @@ async def test_a_waiter_gets_the_context_when_the_commit_frees_it(
                 await anyio.sleep(0.01)
         await other.release(got[0])
     assert got[0].fence == grant.fence + 1
+
+
+async def test_an_edit_and_a_run_without_history_free_the_context_too(
+    storage: PostgresStorage, lease: CountingLease
+) -> None:
+    """The cut's transaction and the run-only statement carry the release as well."""
+    grant = await lease.acquire(KEY, ttl=30)
+    await _commit(storage, lease, grant)
+    lease.forget(grant)
+    edit = await lease.acquire(KEY, wait=False, ttl=30)
+    await storage.append_bundled(
+        KEY,
+        [Message.user("hi again"), Message.assistant("hello again")],
+        None,
+        extras=CommitExtras(release=lease.riding_release(edit, storage)),
+        fence=edit.fence,
+        cut=0,  # an edit of the first message: the whole history is replaced
+    )
+    lease.forget(edit)
+    suspended = await lease.acquire(KEY, wait=False, ttl=30)
+    record = RunRecord(run_id="run-wait", status="suspended", input="q", started_at=1.0)
+    await storage.put_run_bundled(
+        KEY, record, extras=CommitExtras(release=lease.riding_release(suspended, storage))
+    )
+    lease.forget(suspended)
+    after = await lease.acquire(KEY, wait=False, ttl=30)  # free again, no release call made
+    assert after.fence == suspended.fence + 1 == edit.fence + 2
+    assert lease.releases == 0
+    snapshot = await storage.load(KEY)
+    assert snapshot is not None
+    assert [m.text for m in snapshot.messages] == ["hi again", "hello again"]
+    assert await storage.get_run(KEY, "run-wait") is not None
 
 
 async def test_a_refused_commit_frees_nothing(
