@@ -10,7 +10,11 @@ generator (this process) sends turns over one of the four wires of that same app
 - rest: HTTP+JSON ``POST /agents/bench/a2a/v1/message:stream``, the same events as
   StreamResponse objects on SSE;
 - grpc: the ``SendStreamingMessage`` RPC (grpc.aio client), the same events as
-  protobuf messages.
+  protobuf messages;
+- grpc-floor (burst only): the same RPC against a bare grpc.aio servicer that streams
+  four prebuilt messages, as a burst turn does (bench/_grpc_floor.py): grpcio's own
+  cost per call, which the gRPC row cannot go under. What the gRPC turn costs beyond
+  it is printed beside the native turn.
 
 Two token paces, because the A2A binding turns every batch of token frames that arrive
 together into one artifact chunk (the native wire writes such a batch in one write too):
@@ -59,8 +63,8 @@ TOKENS = 50
 TOKEN_TEXT = "tok "
 WARMUP_TURNS = 30
 PACES = {"burst": 0.0, "paced": 0.0002}
-WIRES = ("native", "jsonrpc", "rest", "grpc")
-A2A_WIRES = WIRES[1:]
+WIRES = ("native", "jsonrpc", "rest", "grpc", "grpc-floor")
+A2A_WIRES = ("jsonrpc", "rest", "grpc")
 VERSION = {"A2A-Version": "1.0"}
 ONE = httpx.Limits(max_connections=1, max_keepalive_connections=1)
 """Each client worker has a client of its own, with one connection: httpx's shared pool
@@ -283,7 +287,13 @@ async def load(url: str, wire: str, pace: str, concurrency: int, turns: int, pid
         client = await stack.enter_async_context(
             httpx.AsyncClient(base_url=url, timeout=60, limits=ONE)
         )
-        grpc_wire = GrpcWire(await grpc_target(client)) if wire == "grpc" else None
+        grpc_wire = (
+            GrpcWire(url)
+            if wire == "grpc-floor"
+            else GrpcWire(await grpc_target(client))
+            if wire == "grpc"
+            else None
+        )
         turn: Callable[[httpx.AsyncClient, str], Awaitable[Turn]] = (
             native_turn
             if wire == "native"
@@ -332,21 +342,13 @@ def measure(
     wire: str, pace: str, storage: str, folder: Path, concurrency: int, turns: int
 ) -> Figures:
     target = folder / f"{wire}-{pace}-{concurrency}"
-    command = [
-        sys.executable,
-        __file__,
-        "--serve",
-        pace,
-        "--storage",
-        storage,
-        "--dir",
-        str(target),
-    ]
+    serving = ["--serve", pace, "--storage", storage, "--dir", str(target)]
+    command = [sys.executable, __file__, *(["--serve-floor"] if wire == "grpc-floor" else serving)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     url = process.stdout.readline().strip()
     try:
-        if not url.startswith("http://"):
+        if not url.startswith("http://") and not (wire == "grpc-floor" and url):
             raise RuntimeError("the bench server did not start")
         return anyio.run(load, url, wire, pace, concurrency, turns, process.pid)
     finally:
@@ -356,14 +358,14 @@ def measure(
 
 def report(rows: list[Figures]) -> None:
     print(
-        f"{'wire':<7} {'pace':<6} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
+        f"{'wire':<10} {'pace':<6} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
         f"{'p99 ms':>8} {'first p50':>10} {'events':>7} {'CPU ms/turn':>12}"
     )
     for row in rows:
         cpu = row.cpu_ms_per_turn
         shown = "n/a" if cpu is None else f"{cpu:.2f}"
         print(
-            f"{row.wire:<7} {row.pace:<6} {row.concurrency:>4} {row.turns:>6} "
+            f"{row.wire:<10} {row.pace:<6} {row.concurrency:>4} {row.turns:>6} "
             f"{row.per_second:>9.1f} {row.percentile(0.5):>8.2f} {row.percentile(0.99):>8.2f} "
             f"{row.percentile(0.5, row.firsts):>10.2f} {row.events_per_turn:>7.1f} {shown:>12}"
         )
@@ -391,6 +393,16 @@ def report(rows: list[Figures]) -> None:
                     f"{native.cpu_ms_per_turn:.2f} ms = {ratio:.2f}x (target <= 1.3x); "
                     f"turns/s {a2a.per_second / native.per_second:.2f}x; {firsts}"
                 )
+                floor = by_key.get(("grpc-floor", pace, concurrency))
+                if wire == "grpc" and floor is not None and floor.cpu_ms_per_turn is not None:
+                    beyond = a2a.cpu_ms_per_turn - floor.cpu_ms_per_turn
+                    print(
+                        f"{label}: of which grpcio's own (a bare grpc.aio servicer, the same "
+                        f"{floor.events_per_turn:.0f} messages) {floor.cpu_ms_per_turn:.2f} ms = "
+                        f"{floor.cpu_ms_per_turn / native.cpu_ms_per_turn:.2f}x native; the "
+                        f"turn beyond it {beyond:.2f} ms = "
+                        f"{beyond / native.cpu_ms_per_turn:.2f}x native"
+                    )
 
 
 def main() -> None:
@@ -399,6 +411,7 @@ def main() -> None:
     parser.add_argument("--storage", choices=("memory", "file"), default="memory")
     parser.add_argument("--dir", type=Path, default=None, help="session folder (default: temp)")
     parser.add_argument("--serve", choices=tuple(PACES), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--wires", nargs="+", choices=WIRES, default=list(WIRES), help="native is the baseline"
     )
@@ -408,12 +421,19 @@ def main() -> None:
     if args.serve:
         serve(args.serve, args.storage, args.dir)
         return
+    if args.serve_floor:
+        from _grpc_floor import serve_floor
+
+        unshadow_sdk()
+        serve_floor(TOKEN_TEXT * TOKENS)
+        return
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         rows = [
             measure(wire, pace, args.storage, Path(tmp), concurrency, args.turns)
             for pace in args.paces
             for concurrency in args.concurrency
             for wire in args.wires
+            if wire != "grpc-floor" or pace == "burst"
         ]
     print(
         f"{TOKENS} tokens per turn, {args.turns} measured turns per row, storage "
