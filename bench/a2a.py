@@ -287,13 +287,9 @@ async def load(url: str, wire: str, pace: str, concurrency: int, turns: int, pid
         client = await stack.enter_async_context(
             httpx.AsyncClient(base_url=url, timeout=60, limits=ONE)
         )
-        grpc_wire = (
-            GrpcWire(url)
-            if wire == "grpc-floor"
-            else GrpcWire(await grpc_target(client))
-            if wire == "grpc"
-            else None
-        )
+        grpc_wire = None
+        if wire in ("grpc", "grpc-floor"):  # the floor's process prints its gRPC address
+            grpc_wire = GrpcWire(url if wire == "grpc-floor" else await grpc_target(client))
         turn: Callable[[httpx.AsyncClient, str], Awaitable[Turn]] = (
             native_turn
             if wire == "native"
@@ -348,7 +344,7 @@ def measure(
     assert process.stdout is not None
     url = process.stdout.readline().strip()
     try:
-        if not url.startswith("http://") and not (wire == "grpc-floor" and url):
+        if not url.startswith("127.0.0.1:" if wire == "grpc-floor" else "http://"):
             raise RuntimeError("the bench server did not start")
         return anyio.run(load, url, wire, pace, concurrency, turns, process.pid)
     finally:
