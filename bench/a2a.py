@@ -33,10 +33,15 @@ turn waits for another.
 Server CPU per turn is utime + stime of the server process (all threads) from
 ``/proc/<pid>/stat`` around the measured turns, divided by the turns; n/a without /proc.
 
-Run ``.venv/bin/python bench/a2a.py [--turns N] [--storage memory|file] [--wires ...]``.
-Prints the figures, each A2A transport's CPU per turn as a ratio of the native wire's
-at the same pace and concurrency (target: <= 1.3x), and the time to the first frame
-(which no fsync may delay) beside the native wire's; never asserts.
+Every row is measured ``--rounds`` times (3 by default), one round after another, each
+row on a fresh server. A ratio is taken within its round (against that round's native
+row), and the figure is the median over the rounds, printed with each round's: on a
+loaded 2-core machine one round's rows swing by up to 2x, every wire alike.
+
+Run ``.venv/bin/python bench/a2a.py [--turns N] [--rounds R] [--storage memory|file]
+[--wires ...]``. Prints the figures, each A2A transport's CPU per turn as a ratio of the
+native wire's at the same pace and concurrency (target: <= 1.3x), and the time to the
+first frame (which no fsync may delay) beside the native wire's; never asserts.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -352,53 +358,81 @@ def measure(
         process.wait(timeout=30)
 
 
-def report(rows: list[Figures]) -> None:
+def report(rounds: list[list[Figures]]) -> None:
+    """Each round's table, then each ratio per round and its median over the rounds.
+
+    Ratios are taken within a round (the baseline measured beside the row), then the
+    median: one round's rows swing by up to 2x on a loaded 2-core machine, every wire
+    alike, so a single round's ratio says less than the rounds' spread.
+    """
     print(
-        f"{'wire':<10} {'pace':<6} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'first p50':>10} {'events':>7} {'CPU ms/turn':>12}"
+        f"{'round':>5} {'wire':<10} {'pace':<6} {'conc':>4} {'turns':>6} {'turns/s':>9} "
+        f"{'p50 ms':>8} {'p99 ms':>8} {'first p50':>10} {'events':>7} {'CPU ms/turn':>12}"
     )
-    for row in rows:
-        cpu = row.cpu_ms_per_turn
-        shown = "n/a" if cpu is None else f"{cpu:.2f}"
-        print(
-            f"{row.wire:<10} {row.pace:<6} {row.concurrency:>4} {row.turns:>6} "
-            f"{row.per_second:>9.1f} {row.percentile(0.5):>8.2f} {row.percentile(0.99):>8.2f} "
-            f"{row.percentile(0.5, row.firsts):>10.2f} {row.events_per_turn:>7.1f} {shown:>12}"
-        )
+    for number, rows in enumerate(rounds, 1):
+        for row in rows:
+            cpu = row.cpu_ms_per_turn
+            shown = "n/a" if cpu is None else f"{cpu:.2f}"
+            print(
+                f"{number:>5} {row.wire:<10} {row.pace:<6} {row.concurrency:>4} {row.turns:>6} "
+                f"{row.per_second:>9.1f} {row.percentile(0.5):>8.2f} "
+                f"{row.percentile(0.99):>8.2f} {row.percentile(0.5, row.firsts):>10.2f} "
+                f"{row.events_per_turn:>7.1f} {shown:>12}"
+            )
     print()
-    by_key = {(row.wire, row.pace, row.concurrency): row for row in rows}
+    keyed = [{(row.wire, row.pace, row.concurrency): row for row in rows} for rows in rounds]
     for pace in PACES:
-        for concurrency in sorted({row.concurrency for row in rows}):
-            native = by_key.get(("native", pace, concurrency))
-            if native is None:
-                continue
+        for concurrency in sorted({row.concurrency for row in rounds[0]}):
             for wire in A2A_WIRES:
-                a2a = by_key.get((wire, pace, concurrency))
-                if a2a is None:
-                    continue
-                label = f"{pace:<6} concurrency {concurrency:>2} {wire:<7}"
-                first = a2a.percentile(0.5, a2a.firsts)
-                native_first = native.percentile(0.5, native.firsts)
-                firsts = f"first frame p50 {first:.2f} ms vs native {native_first:.2f} ms"
-                if a2a.cpu_ms_per_turn is None or not native.cpu_ms_per_turn:
-                    print(f"{label}: CPU ratio n/a (no /proc); {firsts}")
-                    continue
-                ratio = a2a.cpu_ms_per_turn / native.cpu_ms_per_turn
-                print(
-                    f"{label}: server CPU per turn {a2a.cpu_ms_per_turn:.2f} ms vs native "
-                    f"{native.cpu_ms_per_turn:.2f} ms = {ratio:.2f}x (target <= 1.3x); "
-                    f"turns/s {a2a.per_second / native.per_second:.2f}x; {firsts}"
-                )
-                floor = by_key.get(("grpc-floor", pace, concurrency))
-                if wire == "grpc" and floor is not None and floor.cpu_ms_per_turn is not None:
-                    beyond = a2a.cpu_ms_per_turn - floor.cpu_ms_per_turn
-                    print(
-                        f"{label}: of which grpcio's own (a bare grpc.aio servicer, the same "
-                        f"{floor.events_per_turn:.0f} messages) {floor.cpu_ms_per_turn:.2f} ms = "
-                        f"{floor.cpu_ms_per_turn / native.cpu_ms_per_turn:.2f}x native; the "
-                        f"turn beyond it {beyond:.2f} ms = "
-                        f"{beyond / native.cpu_ms_per_turn:.2f}x native"
-                    )
+                paired = [
+                    (by_key[(wire, pace, concurrency)], by_key[("native", pace, concurrency)],
+                     by_key.get(("grpc-floor", pace, concurrency)) if wire == "grpc" else None)
+                    for by_key in keyed
+                    if (wire, pace, concurrency) in by_key
+                    and ("native", pace, concurrency) in by_key
+                ]  # fmt: skip
+                if paired:
+                    print_ratios(f"{pace:<6} concurrency {concurrency:>2} {wire:<7}", paired)
+
+
+def print_ratios(label: str, paired: list[tuple[Figures, Figures, Figures | None]]) -> None:
+    """One wire's figures against the native wire's: the median over the rounds.
+
+    `paired`: per round, the wire's row, the native row, and the grpcio floor's (gRPC).
+    """
+    median = statistics.median
+    first = (
+        f"first frame p50 {median([a2a.percentile(0.5, a2a.firsts) for a2a, _, _ in paired]):.2f}"
+        f" ms vs native {median([n.percentile(0.5, n.firsts) for _, n, _ in paired]):.2f} ms"
+    )
+    cpus = [(a2a.cpu_ms_per_turn, native.cpu_ms_per_turn) for a2a, native, _ in paired]
+    known = [(a2a, native) for a2a, native in cpus if a2a is not None and native]
+    if len(known) < len(cpus):
+        print(f"{label}: CPU ratio n/a (no /proc); {first}")
+        return
+    ratios = [a2a / native for a2a, native in known]
+    ratio = median(ratios)
+    print(
+        f"{label}: server CPU per turn {median([a2a for a2a, _ in known]):.2f} ms vs native "
+        f"{median([native for _, native in known]):.2f} ms = {ratio:.2f}x median (target "
+        f"<= 1.3x: {'ok' if ratio <= 1.3 else 'over'}; rounds "
+        f"{', '.join(f'{each:.2f}' for each in ratios)}); turns/s "
+        f"{median([a2a.per_second / native.per_second for a2a, native, _ in paired]):.2f}x; "
+        f"{first}"
+    )
+    floors = [
+        (floor.cpu_ms_per_turn, a2a, native)
+        for (a2a, native), (_, _, floor) in zip(known, paired, strict=True)
+        if floor is not None and floor.cpu_ms_per_turn is not None
+    ]
+    if floors:
+        print(
+            f"{label}: of which grpcio's own (a bare grpc.aio servicer, the same messages) "
+            f"{median([floor for floor, _, _ in floors]):.2f} ms = "
+            f"{median([floor / native for floor, _, native in floors]):.2f}x native; the turn "
+            f"beyond it {median([(a2a - floor) / native for floor, a2a, native in floors]):.2f}x"
+            " native (medians over the rounds)"
+        )
 
 
 def main() -> None:
@@ -413,7 +447,12 @@ def main() -> None:
     )
     parser.add_argument("--paces", nargs="+", choices=tuple(PACES), default=list(PACES))
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 32])
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="every row again, in order; ratios are medians"
+    )
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.serve:
         serve(args.serve, args.storage, args.dir)
         return
@@ -423,19 +462,23 @@ def main() -> None:
         unshadow_sdk()
         serve_floor(TOKEN_TEXT * TOKENS)
         return
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        rows = [
-            measure(wire, pace, args.storage, Path(tmp), concurrency, args.turns)
-            for pace in args.paces
-            for concurrency in args.concurrency
-            for wire in args.wires
-            if wire != "grpc-floor" or pace == "burst"
-        ]
+    rounds = []
+    for _ in range(args.rounds):
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            rounds.append(
+                [
+                    measure(wire, pace, args.storage, Path(tmp), concurrency, args.turns)
+                    for pace in args.paces
+                    for concurrency in args.concurrency
+                    for wire in args.wires
+                    if wire != "grpc-floor" or pace == "burst"
+                ]
+            )
     print(
-        f"{TOKENS} tokens per turn, {args.turns} measured turns per row, storage "
-        f"{args.storage}, {os.cpu_count()} CPUs"
+        f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {args.rounds} rounds, "
+        f"storage {args.storage}, {os.cpu_count()} CPUs"
     )
-    report(rows)
+    report(rounds)
 
 
 if __name__ == "__main__":
