@@ -36,8 +36,13 @@ counts PostgreSQL round trips per plain, tool and approval turn through a loopba
 forwarder (each burst the server sends after an answer is one trip; bench/_trips.py),
 apart from the CPU figures.
 
-Run with ``.venv/bin/python bench/serve.py [--turns N] [--dir PATH]``. Prints numbers and
-the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL); never asserts.
+Every row is measured ``--rounds`` times (3 by default), round after round, each on a
+fresh server (and, on PostgreSQL, a schema of its round's); a ratio is taken within its
+round and the figure is the median over the rounds, printed with each round's.
+
+Run with ``.venv/bin/python bench/serve.py [--turns N] [--rounds R] [--dir PATH]``. Prints
+numbers and the agentkeel/floor CPU ratio (target: within 2x; 2.5x on PostgreSQL); never
+asserts.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -396,37 +402,50 @@ def count_trips(url: str, folder: Path) -> Any:
         forwarder.close()
 
 
-def report(rows: list[Figures]) -> None:
+def report(rounds: list[list[Figures]]) -> None:
+    """Each round's table, then each ratio per round and its median over the rounds."""
     print(
-        f"{'scenario':<10} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
+        f"{'round':>5} {'scenario':<10} {'conc':>4} {'turns':>6} {'turns/s':>9} {'p50 ms':>8} "
         f"{'p99 ms':>8} {'CPU ms/turn':>12} {'postgres CPU':>12}"
     )
-    for row in rows:
-        cpu, db = row.cpu_ms_per_turn, row.db_cpu_ms_per_turn
-        shown = "n/a" if cpu is None else f"{cpu:.2f}"
-        db_shown = "" if db is None else f"{db:.2f}"
-        print(
-            f"{row.scenario:<11} {row.concurrency:>4} {row.turns:>6} {row.per_second:>9.1f} "
-            f"{row.percentile(0.5):>8.2f} {row.percentile(0.99):>8.2f} {shown:>12} {db_shown:>12}"
-        )
+    for number, rows in enumerate(rounds, 1):
+        for row in rows:
+            cpu, db = row.cpu_ms_per_turn, row.db_cpu_ms_per_turn
+            shown = "n/a" if cpu is None else f"{cpu:.2f}"
+            db_shown = "" if db is None else f"{db:.2f}"
+            print(
+                f"{number:>5} {row.scenario:<11} {row.concurrency:>4} {row.turns:>6} "
+                f"{row.per_second:>9.1f} {row.percentile(0.5):>8.2f} "
+                f"{row.percentile(0.99):>8.2f} {shown:>12} {db_shown:>12}"
+            )
     print()
-    by_key = {(row.scenario, row.concurrency): row for row in rows}
-    for concurrency in sorted({row.concurrency for row in rows}):
+    keyed = [{(row.scenario, row.concurrency): row for row in rows} for rows in rounds]
+    for concurrency in sorted({row.concurrency for row in rounds[0]}):
         for scenario in SCENARIOS[1:]:
-            ours = by_key.get((scenario, concurrency))
-            name, target = (MEMORY, "1.3x") if scenario in BINDINGS else ("floor", "2x")
-            target = "2.5x" if scenario == POSTGRES else target
-            base = by_key.get((name, concurrency))
-            if ours is None or base is None:
+            name, target = (MEMORY, 1.3) if scenario in BINDINGS else ("floor", 2.0)
+            target = 2.5 if scenario == POSTGRES else target
+            pairs = [
+                (by_key[(scenario, concurrency)], by_key[(name, concurrency)])
+                for by_key in keyed
+                if (scenario, concurrency) in by_key and (name, concurrency) in by_key
+            ]
+            if not pairs:
                 continue
-            if ours.cpu_ms_per_turn is None or not base.cpu_ms_per_turn:
+            cpus = [(ours.cpu_ms_per_turn, base.cpu_ms_per_turn) for ours, base in pairs]
+            known = [(ours, base) for ours, base in cpus if ours is not None and base]
+            if len(known) < len(cpus):
                 print(f"concurrency {concurrency}: CPU ratio n/a (no /proc)")
                 continue
-            ratio = ours.cpu_ms_per_turn / base.cpu_ms_per_turn
-            latency = ours.percentile(0.5) / base.percentile(0.5)
+            ratios = [ours / base for ours, base in known]
+            ratio = statistics.median(ratios)
+            latency = statistics.median(
+                [ours.percentile(0.5) / base.percentile(0.5) for ours, base in pairs]
+            )
             print(
                 f"concurrency {concurrency:>2}: {scenario}/{name} server CPU per turn = "
-                f"{ratio:.2f}x (target <= {target}); latency p50 {latency:.2f}x"
+                f"{ratio:.2f}x median (target <= {target:g}x: "
+                f"{'ok' if ratio <= target else 'over'}; rounds "
+                f"{', '.join(f'{each:.2f}' for each in ratios)}); latency p50 {latency:.2f}x"
             )
 
 
@@ -441,8 +460,13 @@ def main() -> None:
         help="comma-separated scenarios to run (default: all of them; 'transcript': only"
         " the transcript page and context list rows)",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="every row again, in order; ratios are medians"
+    )
     parser.add_argument("--serve", choices=(*SCENARIOS, TRIPS), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.serve:
         serve(args.serve, args.dir)
         return
@@ -453,22 +477,30 @@ def main() -> None:
     if chosen == {"transcript"}:
         transcript_rows(postgres, f"{schema}_pages")
         return
-    if postgres:
-        joiner = "&" if "?" in postgres else "?"
-        os.environ[POSTGRES_ENV] = f"{postgres}{joiner}schema={schema}"
+    rounds, trips = [], None
     try:
-        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-            rows = [
-                measure(kind, Path(tmp), concurrency, args.turns)
-                for concurrency in (1, 32)
-                for kind in kinds
-            ]
-            trips = count_trips(os.environ[POSTGRES_ENV], Path(tmp)) if postgres else None
+        for number in range(args.rounds):
+            if postgres:  # a schema per round: no round's contexts hold an earlier one's turns
+                joiner = "&" if "?" in postgres else "?"
+                os.environ[POSTGRES_ENV] = f"{postgres}{joiner}schema={schema}_{number}"
+            with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+                rounds.append(
+                    [
+                        measure(kind, Path(tmp), concurrency, args.turns)
+                        for concurrency in (1, 32)
+                        for kind in kinds
+                    ]
+                )
+                if postgres and trips is None:
+                    trips = count_trips(os.environ[POSTGRES_ENV], Path(tmp))
     finally:
-        if postgres:
-            _drop_schema(postgres, schema)
-    print(f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {os.cpu_count()} CPUs")
-    report(rows)
+        for number in range(args.rounds) if postgres else ():
+            _drop_schema(postgres, f"{schema}_{number}")
+    print(
+        f"{TOKENS} tokens per turn, {args.turns} measured turns per row, {args.rounds} rounds, "
+        f"{os.cpu_count()} CPUs"
+    )
+    report(rounds)
     if AGUI in kinds:
         print(
             f"ak-agui: {AGUI_COPIES.snapshots} of {AGUI_COPIES.runs} runs (warm-up included)"
