@@ -1,11 +1,13 @@
-"""LocalFileStorage's retention walks remember what they read, and see every write."""
+"""LocalFileStorage's retention walks remember what they read, see every write, and lose none."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
+from agentkeel.errors import StorageError
 from agentkeel.keys import SessionKey
 from agentkeel.storage import LocalFileStorage, RunRecord
 
@@ -38,3 +40,29 @@ async def test_a_protected_record_is_never_counted_as_expiring(tmp_path: Path) -
     assert await storage.sweep_runs(100.0, 10) == 1
     assert await storage.sweep_runs(10_000.0, 10) == 0
     assert [r.run_id for r in await storage.list_runs(KEY)] == ["run-w"]
+
+
+async def test_a_record_written_while_a_sweep_rewrites_the_file_is_kept(tmp_path: Path) -> None:
+    # the sweep rewrites runs.jsonl from what it read: a record a turn appended between
+    # that read and the rename was lost, unless the sweep holds the session's lock
+    storage = LocalFileStorage(tmp_path)
+    await storage.put_run(KEY, ended("run-kept", 5_000.0))
+    written = []
+    for number in range(60):
+        await storage.put_run(KEY, ended(f"run-old-{number}", 10.0))
+        record = RunRecord(run_id=f"run-{number}", status="suspended", input="x", started_at=1.0)
+        async with anyio.create_task_group() as group:
+            group.start_soon(storage.sweep_runs, 100.0, 10)
+            for _ in range(number % 4):
+                await anyio.sleep(0)  # the put at a different point of the sweep each time
+            group.start_soon(storage.put_run, KEY, record)
+        written.append(record.run_id)
+    await storage.sweep_runs(100.0, 100)
+    kept = {record.run_id for record in await storage.list_runs(KEY)}
+    assert kept == {"run-kept", *written}, f"lost: {sorted({*written} - kept)}"
+
+
+def test_a_run_record_with_a_status_no_reader_knows_is_refused() -> None:
+    # written, it would make the session's whole runs.jsonl unreadable (CorruptSessionError)
+    with pytest.raises(StorageError, match="'running'"):
+        RunRecord(run_id="run-1", status="running", input="x", started_at=1.0)  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ by this process or another, moves the stamp.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -47,9 +48,10 @@ __all__ = [
     "FileRetention",
     "RunsSummary",
     "idle_sessions",
+    "runs_to_sweep",
     "session_folders",
     "sweep_frames",
-    "sweep_runs",
+    "sweep_session_runs",
 ]
 
 
@@ -131,65 +133,72 @@ def idle_sessions(root: Path, updated_before: float, limit: int) -> list[Session
     return found
 
 
-def sweep_runs(
-    root: Path,
-    ended_before: float,
-    limit: int,
-    summaries: dict[Path, RunsSummary] | None = None,
-    seal: Callable[[Path], None] | None = None,
-) -> int:
-    """Drop up to `limit` run records that ended before `ended_before`; how many.
+def runs_to_sweep(
+    root: Path, ended_before: float, summaries: dict[Path, RunsSummary]
+) -> list[tuple[SessionKey, Path]]:
+    """The sessions whose ``runs.jsonl`` may hold a record that ended before the cutoff.
 
-    `summaries` (kept by the caller between sweeps) lets an unchanged file with nothing
-    to drop be skipped unread. `seal` (the storage's `Journal.seal`) is told of each file
-    before it is replaced.
+    A file whose stamp did not move since `summaries` learnt that nothing in it ends
+    before `ended_before` costs one ``stat``. The sessions that are gone are forgotten.
     """
-    dropped = 0
-    summaries = {} if summaries is None else summaries
+    found = []
     seen: set[Path] = set()
-    for _, folder in session_folders(root):
-        if dropped >= limit:
-            break
+    for key, folder in session_folders(root):
         seen.add(folder)
-        path = folder / _records.RUNS_FILE
-        stamp = _fs.stamp(path)
+        stamp = _fs.stamp(folder / _records.RUNS_FILE)
         known = summaries.get(folder)
         if stamp is None or (
             known is not None and known.stamp == stamp and known.earliest_end >= ended_before
         ):
             continue
-        raw = _fs.read_bytes(path)
-        if not raw:
-            continue
-        try:
-            records = _records.list_runs(folder)
-        except CorruptSessionError:
-            continue
-        doomed = {
-            record.run_id
-            for record in records
-            if record.ended_at is not None
-            and record.ended_at < ended_before
-            and record.status not in PROTECTED_STATUSES
-        }
-        doomed = set(sorted(doomed)[: limit - dropped])
-        if doomed:
-            kept = [
-                encode_json(record.to_json(), "run record") + b"\n"
-                for record in _in_file_order(raw)
-                if record.run_id not in doomed
-            ]
-            if seal is not None:
-                seal(path)  # a replay after a reboot must not write into the new file
-            _fs.atomic_write_bytes(path, b"".join(kept))
-            dropped += len(doomed)
-            stamp = _fs.stamp(path)
-        if stamp is not None:
-            summaries[folder] = RunsSummary(stamp, _earliest_end(records, doomed))
-    else:  # a whole walk: forget the sessions that are gone
-        for gone in summaries.keys() - seen:
-            del summaries[gone]
-    return dropped
+        found.append((key, folder))
+    for gone in summaries.keys() - seen:
+        del summaries[gone]
+    return found
+
+
+def sweep_session_runs(
+    folder: Path,
+    ended_before: float,
+    limit: int,
+    summaries: dict[Path, RunsSummary],
+    seal: Callable[[Path], None] | None = None,
+) -> int:
+    """Drop up to `limit` of one session's run records that ended before the cutoff.
+
+    The caller holds the session's lock: the file is rewritten from what was read, so a
+    record appended in between would be lost. `seal` (the storage's `Journal.seal`) is
+    told of the file before it is replaced.
+    """
+    path = folder / _records.RUNS_FILE
+    raw = _fs.read_bytes(path)
+    if not raw:
+        return 0
+    try:
+        records = _records.list_runs(folder)
+    except CorruptSessionError:
+        return 0
+    doomed = {
+        record.run_id
+        for record in records
+        if record.ended_at is not None
+        and record.ended_at < ended_before
+        and record.status not in PROTECTED_STATUSES
+    }
+    doomed = set(sorted(doomed)[:limit])
+    if doomed:
+        kept = [
+            encode_json(record.to_json(), "run record") + b"\n"
+            for record in _in_file_order(raw)
+            if record.run_id not in doomed
+        ]
+        if seal is not None:
+            seal(path)  # a replay after a reboot must not write into the new file
+        _fs.atomic_write_bytes(path, b"".join(kept))
+    stamp = _fs.stamp(path)
+    if stamp is not None:
+        summaries[folder] = RunsSummary(stamp, _earliest_end(records, doomed))
+    return len(doomed)
 
 
 def _in_file_order(raw: bytes) -> list[RunRecord]:
@@ -224,16 +233,30 @@ class FileRetention:
 
     directory: Path
     _journal: Journal
+    _lock: Callable[[SessionKey], anyio.Lock]
+    """The session's lock, which every write of its files holds."""
 
     async def sweep_runs(self, ended_before: float, limit: int) -> int:
-        """Drop up to `limit` run records that ended before `ended_before`."""
-        summaries = vars(self).setdefault("_runs_summaries", {})
-        return await _in_thread(
-            lambda root, at, n: sweep_runs(root, at, n, summaries, self._journal.seal),
+        """Drop up to `limit` run records that ended before `ended_before`.
+
+        Each session's file is rewritten under the session's lock, as every write of a
+        run record is made: a record appended while the sweep rewrote the file was lost.
+        """
+        summaries: dict[Path, RunsSummary] = vars(self).setdefault("_runs_summaries", {})
+        found = await _in_thread(
+            lambda root, at, _: runs_to_sweep(root, at, summaries),
             self.directory,
             ended_before,
             limit,
         )
+        sweep = functools.partial(sweep_session_runs, summaries=summaries, seal=self._journal.seal)
+        dropped = 0
+        for key, folder in found:
+            if dropped >= limit:
+                break
+            async with self._lock(key):
+                dropped += await _in_thread(sweep, folder, ended_before, limit - dropped)
+        return dropped
 
     async def sweep_frames(self, written_before: float, limit: int) -> int:
         """Delete up to `limit` frames files written before `written_before`."""

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from agentkeel.errors import StorageError
 from agentkeel.interrupts import Interrupt
 from agentkeel.keys import SessionKey
 from agentkeel.messages import SCHEMA_VERSION, JSONObject, JSONValue, Message
@@ -94,6 +95,13 @@ class RunRecord:
     interrupts: tuple[Interrupt, ...] = ()
     stop_reason: str | None = None
     schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        # a status no reader knows would make the whole runs file unreadable later
+        if self.status not in RUN_STATUSES:
+            raise StorageError(
+                f"a run's status is one of {', '.join(RUN_STATUSES)}, not {self.status!r}"
+            )
 
     def to_json(self) -> JSONObject:
         """Encode as one stored run record (a line of a file backend's ``runs.jsonl``)."""
