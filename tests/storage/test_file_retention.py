@@ -10,6 +10,7 @@ import pytest
 from agentkeel.errors import StorageError
 from agentkeel.keys import SessionKey
 from agentkeel.storage import LocalFileStorage, RunRecord
+from agentkeel.storage._file_retention import RunsSummary, runs_to_sweep, sweep_session_runs
 
 pytestmark = pytest.mark.anyio
 KEY = SessionKey(definition="chat", context_id="ctx-1")
@@ -66,3 +67,22 @@ def test_a_run_record_with_a_status_no_reader_knows_is_refused() -> None:
     # written, it would make the session's whole runs.jsonl unreadable (CorruptSessionError)
     with pytest.raises(StorageError, match="'running'"):
         RunRecord(run_id="run-1", status="running", input="x", started_at=1.0)  # type: ignore[arg-type]
+
+
+async def test_a_session_deleted_between_the_walk_and_its_rewrite_is_skipped(
+    tmp_path: Path,
+) -> None:
+    # the walk names the sessions in one thread hop and each is rewritten later, under its
+    # lock: one deleted meanwhile must cost nothing, and the sweep must go on to the next
+    storage = LocalFileStorage(tmp_path)
+    other = SessionKey(definition="chat", context_id="ctx-2")
+    for key in (KEY, other):
+        await storage.put_run(key, ended("run-old", 10.0))
+    summaries: dict[Path, RunsSummary] = {}
+    found = runs_to_sweep(tmp_path, 100.0, summaries)
+    assert [key for key, _ in found] == [KEY, other]
+    await storage.delete(KEY)
+    assert sweep_session_runs(found[0][1], 100.0, 10, summaries) == 0
+    assert sweep_session_runs(found[1][1], 100.0, 10, summaries) == 1
+    assert await storage.list_runs(other) == []
+    assert await storage.sweep_runs(100.0, 10) == 0
